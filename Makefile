@@ -1,0 +1,82 @@
+# brigade: plain Makefile. `make` builds build/brigade and build/libbrigade.a;
+# `make test` builds and runs every test (the oracle is installed on first use);
+# `make fuzz` builds the GGUF parser fuzzer (clang, libFuzzer, ASan/UBSan).
+
+CC      ?= cc
+OPT     ?= -O2
+PKGS    := jansson
+BUILD   := build
+ORACLE  ?= .oracle
+
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
+
+# -ffp-contract=off: reference kernels must round exactly like ggml's plain C.
+BASE_CFLAGS := -std=c11 -Wall -Wextra -Werror -g $(OPT) -ffp-contract=off \
+               -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Isrc $(PKG_CFLAGS)
+ALL_CFLAGS  := $(BASE_CFLAGS) $(CFLAGS)
+LIBS        := $(PKG_LIBS) -lm -lpthread
+
+LIB_SRC  := $(wildcard src/*.c)
+APP_SRC  := $(wildcard app/*.c)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+APP_OBJ  := $(APP_SRC:%.c=$(BUILD)/%.o)
+
+# tests/test_*.c need only the library; tests/oracle_*.c also link llama.cpp.
+UNIT_SRC   := $(wildcard tests/test_*.c)
+ORACLE_SRC := $(wildcard tests/oracle_*.c)
+UNIT_BIN   := $(UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
+ORACLE_BIN := $(ORACLE_SRC:tests/%.c=$(BUILD)/tests/%)
+
+ORACLE_LIB   := $(ORACLE)/lib
+ORACLE_SRCDIR := $(ORACLE)/llama.cpp
+ORACLE_CFLAGS := -I$(ORACLE_SRCDIR)/include -I$(ORACLE_SRCDIR)/ggml/include
+ORACLE_LIBS   := $(ORACLE_LIB)/libllama.v0.5.0.so $(ORACLE_LIB)/libggml.v0.5.0.so \
+                 $(ORACLE_LIB)/libggml-base.so -Wl,-rpath,$(abspath $(ORACLE_LIB))
+
+.PHONY: all test fuzz clean oracle
+all: $(BUILD)/brigade $(BUILD)/libbrigade.a
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libbrigade.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/brigade: $(APP_OBJ) $(BUILD)/libbrigade.a
+	$(CC) $(ALL_CFLAGS) $(APP_OBJ) $(BUILD)/libbrigade.a $(LIBS) -o $@
+
+$(BUILD)/tests/test_%: tests/test_%.c tests/check.h $(BUILD)/libbrigade.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $< $(BUILD)/libbrigade.a $(LIBS) -o $@
+
+$(BUILD)/tests/oracle_%: tests/oracle_%.c tests/check.h $(BUILD)/libbrigade.a $(ORACLE)/stamp
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(ORACLE_CFLAGS) -DORACLE_LIB_DIR='"$(abspath $(ORACLE_LIB))"' \
+	    -DORACLE_SRC_DIR='"$(abspath $(ORACLE_SRCDIR))"' \
+	    $< $(BUILD)/libbrigade.a $(ORACLE_LIBS) $(LIBS) -o $@
+
+# The oracle (llama.cpp prebuilt from npm plus its source) is a test
+# dependency only; a failed install fails the test run loudly.
+oracle: $(ORACLE)/stamp
+$(ORACLE)/stamp: scripts/setup-oracle.sh
+	ORACLE_DIR=$(ORACLE) sh scripts/setup-oracle.sh
+
+test: all $(UNIT_BIN) $(ORACLE_BIN)
+	BRIGADE=$(BUILD)/brigade ORACLE_SRC_DIR=$(abspath $(ORACLE_SRCDIR)) \
+	    sh tests/run.sh $(UNIT_BIN) $(ORACLE_BIN) tests/cli_*.sh
+
+FUZZ_CFLAGS := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined \
+               -fno-sanitize-recover=undefined -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 \
+               -Iinclude -Isrc $(PKG_CFLAGS)
+fuzz: $(BUILD)/fuzz_gguf
+$(BUILD)/fuzz_gguf: fuzz/fuzz_gguf.c $(LIB_SRC)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) fuzz/fuzz_gguf.c $(LIB_SRC) $(LIBS) -o $@
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d)

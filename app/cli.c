@@ -1,0 +1,99 @@
+#include "cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "brigade.h"
+
+bool cli_parse_u64(const char *flag, const char *text, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno || end == text || *end || text[0] == '-') {
+        fprintf(stderr, "%s: '%s' is not a non-negative integer\n", flag, text);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_parse_u32(const char *flag, const char *text, uint32_t *out)
+{
+    uint64_t v;
+    if (!cli_parse_u64(flag, text, &v))
+        return false;
+    if (v > UINT32_MAX) {
+        fprintf(stderr, "%s: %s is too large\n", flag, text);
+        return false;
+    }
+    *out = (uint32_t)v;
+    return true;
+}
+
+bool cli_parse_type(const char *text, uint32_t *out)
+{
+    for (uint32_t t = 0; t < 256; t++) {
+        const char *name = brigade_type_name(t);
+        if (!name)
+            continue;
+        const char *a = name, *b = text;
+        while (*a && *b && ((*a | 32) == (*b | 32)))
+            a++, b++;
+        if (!*a && !*b) {
+            *out = t;
+            return true;
+        }
+    }
+    fprintf(stderr, "unknown tensor type '%s'\n", text);
+    return false;
+}
+
+const char *cli_format_bytes(uint64_t bytes, char *buf, unsigned size)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    unsigned u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, size, "%llu B", (unsigned long long)bytes);
+    else
+        snprintf(buf, size, "%.2f %s", v, units[u]);
+    return buf;
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void cli_progress_update(cli_progress *p, uint64_t done, uint64_t total)
+{
+    double t = now_seconds();
+    if (p->start == 0)
+        p->start = t;
+    if (!isatty(STDERR_FILENO) || (t - p->last_draw < 0.2 && done < total))
+        return;
+    p->last_draw = t;
+    char a[32], b[32];
+    double pct = total ? 100.0 * (double)done / (double)total : 100.0;
+    fprintf(stderr, "\r%s: %5.1f%%  %s / %s  %.0fs", p->label, pct,
+            cli_format_bytes(done, a, sizeof a), cli_format_bytes(total, b, sizeof b),
+            t - p->start);
+    p->drawn = true;
+}
+
+void cli_progress_end(cli_progress *p)
+{
+    if (p->drawn)
+        fputc('\n', stderr);
+    p->drawn = false;
+}

@@ -1,0 +1,28 @@
+/* Helpers shared by the front-ends: argument parsing that rejects garbage
+ * with a message, human-readable sizes, progress on stderr. */
+#ifndef BRIGADE_CLI_H
+#define BRIGADE_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+bool cli_parse_u64(const char *flag, const char *text, uint64_t *out);
+bool cli_parse_u32(const char *flag, const char *text, uint32_t *out);
+/* A tensor type name ("q4_k", "F16"), as a GGUF type id. */
+bool cli_parse_type(const char *text, uint32_t *out);
+
+/* "1.23 GiB" etc. into buf. */
+const char *cli_format_bytes(uint64_t bytes, char *buf, unsigned size);
+
+/* A progress line on stderr, redrawn at most a few times a second and only
+ * when stderr is a terminal. */
+typedef struct cli_progress {
+    const char *label;
+    double last_draw, start;
+    bool drawn;
+} cli_progress;
+
+void cli_progress_update(cli_progress *p, uint64_t done, uint64_t total);
+void cli_progress_end(cli_progress *p);
+
+#endif

@@ -1,0 +1,88 @@
+/* brigade synth OUT.gguf --preset P [--layers N] [--type T] [--vocab V] [--seed S] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "brigade.h"
+#include "cli.h"
+#include "commands.h"
+
+static void synth_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: brigade synth OUT.gguf --preset P [options]\n"
+            "  --preset P        model geometry:");
+    for (const char *const *p = brigade_synth_presets(); *p; p++)
+        fprintf(out, " %s", *p);
+    fprintf(out,
+            "\n"
+            "  --layers N        number of layers (default: the preset's)\n"
+            "  --type T          weight type: f32 (default), f16, bf16, q8_0, q4_0, q4_1,\n"
+            "                    q5_0, q5_1, q4_k, q5_k, q6_k, iq4_nl, iq4_xs (norms stay f32)\n"
+            "  --vocab FILE      copy the tokenizer from this GGUF (padded to the preset's\n"
+            "                    vocabulary); default: a small built-in byte vocabulary\n"
+            "  --experts-used K  experts per token (default: the preset's)\n"
+            "  --seed S          random seed (default 1)\n");
+}
+
+static void show_progress(void *user, uint64_t done, uint64_t total)
+{
+    cli_progress *p = user;
+    cli_progress_update(p, done, total);
+}
+
+int cmd_synth(int argc, char **argv)
+{
+    brigade_synth_options o = {.type = 0, .seed = 1};
+    const char *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            synth_usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--preset") && i + 1 < argc)
+            o.preset = argv[++i];
+        else if (!strcmp(a, "--layers") && i + 1 < argc) {
+            if (!cli_parse_u32(a, argv[++i], &o.n_layers))
+                return 2;
+        } else if (!strcmp(a, "--experts-used") && i + 1 < argc) {
+            if (!cli_parse_u32(a, argv[++i], &o.n_experts_used))
+                return 2;
+        } else if (!strcmp(a, "--type") && i + 1 < argc) {
+            if (!cli_parse_type(argv[++i], &o.type))
+                return 2;
+        } else if (!strcmp(a, "--vocab") && i + 1 < argc)
+            o.vocab_path = argv[++i];
+        else if (!strcmp(a, "--seed") && i + 1 < argc) {
+            if (!cli_parse_u64(a, argv[++i], &o.seed))
+                return 2;
+        } else if (a[0] == '-') {
+            fprintf(stderr, "synth: unknown option or missing value: %s\n", a);
+            synth_usage(stderr);
+            return 2;
+        } else if (!out)
+            out = a;
+        else {
+            fprintf(stderr, "synth: more than one output file given ('%s', '%s')\n", out, a);
+            return 2;
+        }
+    }
+    if (!out || !o.preset) {
+        synth_usage(stderr);
+        return 2;
+    }
+    cli_progress progress = {.label = "synth"};
+    o.progress = show_progress;
+    o.progress_user = &progress;
+    brigade_error err = {0};
+    if (brigade_synth(out, &o, &err) != BRIGADE_OK) {
+        cli_progress_end(&progress);
+        fprintf(stderr, "synth: %s\n", err.message);
+        return 1;
+    }
+    cli_progress_end(&progress);
+    fprintf(stderr, "synth: wrote %s\n", out);
+    return 0;
+}

@@ -1,0 +1,9 @@
+/* The subcommands of the brigade program: each parses its own arguments and
+ * returns the process exit status. */
+#ifndef BRIGADE_COMMANDS_H
+#define BRIGADE_COMMANDS_H
+
+int cmd_info(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+
+#endif
