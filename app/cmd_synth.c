@@ -23,7 +23,9 @@ static void synth_usage(FILE *out)
             "  --vocab FILE      copy the tokenizer from this GGUF (padded to the preset's\n"
             "                    vocabulary); default: a small built-in byte vocabulary\n"
             "  --experts-used K  experts per token (default: the preset's)\n"
-            "  --seed S          random seed (default 1)\n");
+            "  --seed S          random seed (default 1)\n"
+            "  --sparse          leave tensor data as a file hole (all zeros, no disk):\n"
+            "                    the exact header and size of a full model, for planning\n");
 }
 
 static void show_progress(void *user, uint64_t done, uint64_t total)
@@ -55,6 +57,8 @@ int cmd_synth(int argc, char **argv)
                 return 2;
         } else if (!strcmp(a, "--vocab") && i + 1 < argc)
             o.vocab_path = argv[++i];
+        else if (!strcmp(a, "--sparse"))
+            o.sparse = true;
         else if (!strcmp(a, "--seed") && i + 1 < argc) {
             if (!cli_parse_u64(a, argv[++i], &o.seed))
                 return 2;

@@ -156,6 +156,7 @@ typedef struct brigade_synth_options {
     const char *vocab_path; /* GGUF whose tokenizer is copied; NULL: a built-in byte vocabulary */
     uint64_t seed;
     uint32_t n_experts_used; /* 0: the preset's own top-k */
+    bool sparse;             /* leave tensor data as a hole: right header and size, no disk */
     void (*progress)(void *user, uint64_t done, uint64_t total);
     void *progress_user;
 } brigade_synth_options;

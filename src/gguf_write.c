@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,7 @@ struct bg_gguf_writer {
     int64_t cur;          /* tensor receiving data */
     uint64_t cur_written; /* bytes of it written so far */
     uint64_t pos;         /* bytes written to the file */
+    bool skipped;         /* holes were left: the length is set at the end */
 };
 
 bg_gguf_writer *bg_gguf_writer_new(uint32_t alignment)
@@ -387,12 +389,13 @@ static brigade_status pad_to(bg_gguf_writer *w, uint64_t target, brigade_error *
     return BRIGADE_OK;
 }
 
-brigade_status bg_gguf_writer_data(bg_gguf_writer *w, const void *data, uint64_t n,
-                                   brigade_error *err)
+/* Advances through the tensors by n bytes, writing them from data, or
+ * seeking over them when data is NULL. */
+static brigade_status advance(bg_gguf_writer *w, const uint8_t *data, uint64_t n,
+                              brigade_error *err)
 {
     if (!w->fp)
         return bg_fail(err, BRIGADE_ERR_ARG, "gguf writer: data written before begin");
-    const uint8_t *p = data;
     while (n > 0) {
         if (w->cur >= w->n_tensors)
             return bg_fail(err, BRIGADE_ERR_ARG, "%s: %llu bytes of data beyond the last tensor",
@@ -401,14 +404,21 @@ brigade_status bg_gguf_writer_data(bg_gguf_writer *w, const void *data, uint64_t
         uint64_t k = t->n_bytes - w->cur_written;
         if (k > n)
             k = n;
-        if (fwrite(p, 1, (size_t)k, w->fp) != k)
+        w->skipped |= data == NULL;
+        if (data ? fwrite(data, 1, (size_t)k, w->fp) != k
+                 : fseeko(w->fp, (off_t)k, SEEK_CUR) != 0)
             return io_error(w, err);
         w->pos += k;
         w->cur_written += k;
-        p += k;
+        if (data)
+            data += k;
         n -= k;
         if (w->cur_written == t->n_bytes) {
-            brigade_status st = pad_to(w, gguf_align_up(w->pos, w->alignment), err);
+            uint64_t end = gguf_align_up(w->pos, w->alignment);
+            brigade_status st = data ? pad_to(w, end, err) : BRIGADE_OK;
+            if (!data && fseeko(w->fp, (off_t)(end - w->pos), SEEK_CUR) != 0)
+                return io_error(w, err);
+            w->pos = end;
             if (st)
                 return st;
             w->cur++;
@@ -416,6 +426,17 @@ brigade_status bg_gguf_writer_data(bg_gguf_writer *w, const void *data, uint64_t
         }
     }
     return BRIGADE_OK;
+}
+
+brigade_status bg_gguf_writer_data(bg_gguf_writer *w, const void *data, uint64_t n,
+                                   brigade_error *err)
+{
+    return advance(w, data, n, err);
+}
+
+brigade_status bg_gguf_writer_skip(bg_gguf_writer *w, uint64_t n, brigade_error *err)
+{
+    return advance(w, NULL, n, err);
 }
 
 brigade_status bg_gguf_writer_finish(bg_gguf_writer *w, brigade_error *err)
@@ -426,7 +447,12 @@ brigade_status bg_gguf_writer_finish(bg_gguf_writer *w, brigade_error *err)
         return bg_fail(err, BRIGADE_ERR_ARG, "%s: tensor '%s' got %llu of its %llu bytes",
                        w->path, w->tensors[w->cur].name, (unsigned long long)w->cur_written,
                        (unsigned long long)w->tensors[w->cur].n_bytes);
-    int rc = fclose(w->fp);
+    /* A file that ends in a skipped hole gets its full length here. */
+    int rc = fflush(w->fp);
+    if (rc == 0 && w->skipped)
+        rc = ftruncate(fileno(w->fp), (off_t)w->pos);
+    if (fclose(w->fp) != 0)
+        rc = -1;
     w->fp = NULL;
     if (rc != 0)
         return io_error(w, err);

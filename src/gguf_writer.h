@@ -41,6 +41,9 @@ brigade_status bg_gguf_writer_begin(bg_gguf_writer *w, const char *path, brigade
  * pieces, and padding between tensors is inserted automatically. */
 brigade_status bg_gguf_writer_data(bg_gguf_writer *w, const void *data, uint64_t n,
                                    brigade_error *err);
+/* Like bg_gguf_writer_data, but leaves the n bytes as a hole in the file
+ * (zeros that take no disk): full-size geometries for planning and tests. */
+brigade_status bg_gguf_writer_skip(bg_gguf_writer *w, uint64_t n, brigade_error *err);
 /* Checks every tensor got all its bytes, flushes and closes the file. */
 brigade_status bg_gguf_writer_finish(bg_gguf_writer *w, brigade_error *err);
 

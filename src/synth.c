@@ -632,7 +632,9 @@ brigade_status brigade_synth(const char *out_path, const brigade_synth_options *
         st = bg_gguf_add_tensor(w, p.t[i].name, p.t[i].type, p.t[i].n_dims, p.t[i].ne, err);
     if (!st)
         st = bg_gguf_writer_begin(w, out_path, err);
-    if (!st)
+    for (size_t i = 0; o->sparse && i < p.n && !st; i++)
+        st = bg_gguf_writer_skip(w, bg_gguf_writer_tensor_bytes(w, (int64_t)i), err);
+    if (!st && !o->sparse)
         st = write_weights(w, &p, o, err);
     if (!st)
         st = bg_gguf_writer_finish(w, err);

@@ -55,6 +55,10 @@ static void run_in_oracle(const char *path, const char *what, bool decode)
     CHECK(brigade_totals(path, &mine), "%s: brigade cannot read its own file", what);
     struct llama_model_params mp = llama_model_default_params();
     mp.progress_callback = no_progress;
+    /* Map the file and use the weights in place: no repacked copies, so a
+     * sparse full-size file loads without touching its data. */
+    mp.load_mode = LLAMA_LOAD_MODE_MMAP;
+    mp.use_extra_bufts = decode;
 
     struct llama_model *model = llama_model_load_from_file(path, mp);
     CHECK(model != NULL, "%s: llama.cpp refused to load the file", what);
@@ -97,6 +101,8 @@ static void run_in_oracle(const char *path, const char *what, bool decode)
     llama_model_free(model);
 }
 
+/* decode == false writes a sparse file (the header of a full-size model over
+ * a hole) that llama.cpp loads but does not run. */
 static void synth_and_check(const char *preset, const char *type_name, uint32_t type,
                             uint32_t layers, const char *vocab, bool decode)
 {
@@ -105,7 +111,7 @@ static void synth_and_check(const char *preset, const char *type_name, uint32_t 
     snprintf(what, sizeof what, "%s/%s%s%s", preset, type_name, vocab ? " with vocab " : "",
              vocab ? strrchr(vocab, '/') + 1 : "");
     brigade_synth_options o = {.preset = preset, .type = type, .seed = 7, .n_layers = layers,
-                               .vocab_path = vocab};
+                               .vocab_path = vocab, .sparse = !decode};
     brigade_error err;
     brigade_status st = brigade_synth(path, &o, &err);
     CHECK(st == BRIGADE_OK, "%s: synth failed: %s", what, err.message);
@@ -141,6 +147,14 @@ int main(void)
     synth_and_check("tiny-qwen35moe", "q8_0", 8, 0, vocab, true);
     snprintf(vocab, sizeof vocab, "%s/models/ggml-vocab-qwen2.gguf", ORACLE_SRC_DIR);
     synth_and_check("tiny-qwen3moe", "q4_K", 12, 0, vocab, true);
+
+    /* Full-size geometries, every layer, as sparse files: llama.cpp checks
+     * each tensor's name and shape against the real architecture, and the
+     * parameter count and size must agree. */
+    snprintf(vocab, sizeof vocab, "%s/models/ggml-vocab-qwen35.gguf", ORACLE_SRC_DIR);
+    synth_and_check("qwen3.6-35b-a3b", "q4_K", 12, 0, vocab, false);
+    snprintf(vocab, sizeof vocab, "%s/models/ggml-vocab-qwen2.gguf", ORACLE_SRC_DIR);
+    synth_and_check("qwen3-30b-a3b", "q4_K", 12, 0, vocab, false);
 
     llama_backend_free();
     return check_summary("oracle_synth");

@@ -16,7 +16,7 @@ for t in "$@"; do
         echo "!! $t reported no results (exit $rc)"
         failed=$((failed + 1)); status=1; continue
     fi
-    p=$(printf '%s' "$line" | sed -E 's/.*[^0-9]?([0-9]+) passed.*/\1/')
+    p=$(printf '%s' "$line" | sed -E 's/(^|.*[^0-9])([0-9]+) passed.*/\2/')
     f=$(printf '%s' "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
     passed=$((passed + p)); failed=$((failed + f))
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
