@@ -80,15 +80,18 @@ void cli_progress_update(cli_progress *p, uint64_t done, uint64_t total)
     double t = now_seconds();
     if (p->start == 0)
         p->start = t;
-    if (!isatty(STDERR_FILENO) || (t - p->last_draw < 0.2 && done < total))
+    double pct = total ? 100.0 * (double)done / (double)total : 100.0;
+    bool tty = isatty(STDERR_FILENO);
+    /* A terminal gets one redrawn line; a log gets a line per 10%. */
+    if (tty ? (t - p->last_draw < 0.2 && done < total) : (int)(pct / 10) <= p->last_decile)
         return;
     p->last_draw = t;
+    p->last_decile = (int)(pct / 10);
     char a[32], b[32];
-    double pct = total ? 100.0 * (double)done / (double)total : 100.0;
-    fprintf(stderr, "\r%s: %5.1f%%  %s / %s  %.0fs", p->label, pct,
+    fprintf(stderr, "%s%s: %5.1f%%  %s / %s  %.0fs%s", tty ? "\r" : "", p->label, pct,
             cli_format_bytes(done, a, sizeof a), cli_format_bytes(total, b, sizeof b),
-            t - p->start);
-    p->drawn = true;
+            t - p->start, tty ? "" : "\n");
+    p->drawn = tty;
 }
 
 void cli_progress_end(cli_progress *p)

@@ -19,6 +19,7 @@ const char *cli_format_bytes(uint64_t bytes, char *buf, unsigned size);
 typedef struct cli_progress {
     const char *label;
     double last_draw, start;
+    int last_decile;
     bool drawn;
 } cli_progress;
 

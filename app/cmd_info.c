@@ -424,6 +424,11 @@ static json_t *json_info(const char *path, const brigade_gguf *f, const summary 
 
 /* ------------------------------------------------------------------- main */
 
+static void read_progress(void *user, uint64_t done, uint64_t total)
+{
+    cli_progress_update(user, done, total);
+}
+
 static void info_usage(FILE *out)
 {
     fprintf(out, "usage: brigade info MODEL.gguf [--json] [--no-mmap]\n");
@@ -453,9 +458,14 @@ int cmd_info(int argc, char **argv)
         info_usage(stderr);
         return 2;
     }
+    cli_progress progress = {.label = "reading", .last_decile = -1};
+    opts.progress = read_progress;
+    opts.progress_user = &progress;
     brigade_gguf *f;
     brigade_error err = {0};
-    if (brigade_gguf_open(path, &opts, &f, &err) != BRIGADE_OK) {
+    brigade_status st = brigade_gguf_open(path, &opts, &f, &err);
+    cli_progress_end(&progress);
+    if (st != BRIGADE_OK) {
         fprintf(stderr, "info: %s\n", err.message);
         return 1;
     }

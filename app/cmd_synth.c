@@ -30,8 +30,7 @@ static void synth_usage(FILE *out)
 
 static void show_progress(void *user, uint64_t done, uint64_t total)
 {
-    cli_progress *p = user;
-    cli_progress_update(p, done, total);
+    cli_progress_update(user, done, total);
 }
 
 int cmd_synth(int argc, char **argv)
@@ -77,13 +76,13 @@ int cmd_synth(int argc, char **argv)
         synth_usage(stderr);
         return 2;
     }
-    cli_progress progress = {.label = "synth"};
+    cli_progress progress = {.label = "synth", .last_decile = -1};
     o.progress = show_progress;
     o.progress_user = &progress;
     brigade_error err = {0};
     if (brigade_synth(out, &o, &err) != BRIGADE_OK) {
         cli_progress_end(&progress);
-        fprintf(stderr, "synth: %s\n", err.message);
+        fprintf(stderr, "%s\n", err.message);
         return 1;
     }
     cli_progress_end(&progress);

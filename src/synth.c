@@ -19,24 +19,36 @@
 
 /* ------------------------------------------------------------------ random */
 
-static uint64_t splitmix64(uint64_t *state)
+typedef struct rng {
+    uint64_t state;
+    double spare; /* Box-Muller makes normals in pairs */
+    bool has_spare;
+} rng;
+
+static uint64_t splitmix64(rng *r)
 {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    uint64_t z = (r->state += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
 }
 
 /* Uniform in (0, 1): never 0, so log() is safe. */
-static double uniform01(uint64_t *state)
+static double uniform01(rng *r)
 {
-    return ((splitmix64(state) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    return ((splitmix64(r) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 
-static double gaussian(uint64_t *state)
+static double gaussian(rng *r)
 {
-    double u = uniform01(state), v = uniform01(state);
-    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+    if (r->has_spare) {
+        r->has_spare = false;
+        return r->spare;
+    }
+    double radius = sqrt(-2.0 * log(uniform01(r))), angle = 6.283185307179586 * uniform01(r);
+    r->spare = radius * sin(angle);
+    r->has_spare = true;
+    return radius * cos(angle);
 }
 
 static uint64_t hash_str(const char *s, uint64_t h)
@@ -467,7 +479,7 @@ typedef struct fill_job {
     unsigned worker, n_workers;
 } fill_job;
 
-static float draw(const plan_tensor *t, uint64_t *rng)
+static float draw(const plan_tensor *t, rng *rng)
 {
     switch (t->init) {
     case INIT_GAUSS: return (float)(gaussian(rng) * t->scale);
@@ -487,7 +499,7 @@ static void *fill_rows(void *arg)
     const plan_tensor *t = job->t;
     uint64_t ne0 = t->ne[0];
     for (uint64_t r = job->worker; r < job->rows; r += job->n_workers) {
-        uint64_t rng = job->seed ^ ((job->row0 + r) * 0xd1b54a32d192ed03ull);
+        rng rng = {.state = job->seed ^ ((job->row0 + r) * 0xd1b54a32d192ed03ull)};
         float *row = job->values + r * ne0;
         for (uint64_t i = 0; i < ne0; i++)
             row[i] = draw(t, &rng);

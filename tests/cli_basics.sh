@@ -1,0 +1,55 @@
+#!/bin/sh
+# The brigade program as a user meets it: help, clear errors with a non-zero
+# exit for bad arguments and bad files, and synth -> info round trips.
+B=${BRIGADE:-build/brigade}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# expect RC PATTERN -- command...: exit status RC and PATTERN in its output.
+expect() {
+    rc=$1 pat=$2
+    shift 3
+    out=$("$@" 2>&1)
+    got=$?
+    if [ "$got" -ne "$rc" ]; then bad "$* exited $got, expected $rc: $out"; return; fi
+    if ! printf '%s' "$out" | grep -q -- "$pat"; then bad "$*: output lacks '$pat': $out"; return; fi
+    ok
+}
+
+expect 0 "usage: brigade" -- "$B" --help
+expect 2 "unknown command 'frobnicate'" -- "$B" frobnicate
+expect 2 "usage: brigade synth" -- "$B" synth
+expect 1 "unknown preset 'gpt-5'" -- "$B" synth "$T/a.gguf" --preset gpt-5
+expect 2 "unknown tensor type 'q3_x'" -- "$B" synth "$T/a.gguf" --preset tiny-qwen3moe --type q3_x
+expect 1 "cannot be used for weights" -- "$B" synth "$T/a.gguf" --preset tiny-qwen3moe --type q8_k
+expect 1 "needs at least 4 layers" -- "$B" synth "$T/a.gguf" --preset tiny-qwen35moe --layers 2
+expect 2 "not a non-negative integer" -- "$B" synth "$T/a.gguf" --preset tiny-qwen35moe --layers -3
+expect 1 "but the model has 8" -- "$B" synth "$T/a.gguf" --preset tiny-qwen35moe --experts-used 9
+expect 1 "cannot open" -- "$B" info "$T/missing.gguf"
+printf 'not a gguf file at all, just text\n' > "$T/text.gguf"
+expect 1 "not a GGUF file" -- "$B" info "$T/text.gguf"
+: > "$T/empty.gguf"
+expect 1 "too small for a GGUF header" -- "$B" info "$T/empty.gguf"
+[ ! -e "$T/a.gguf" ] && ok || bad "a failed synth left a file behind"
+
+expect 0 "wrote" -- "$B" synth "$T/m.gguf" --preset tiny-qwen35moe --type q4_k --seed 5
+expect 0 "architecture: qwen35moe" -- "$B" info "$T/m.gguf"
+expect 0 "q4_K" -- "$B" info --no-mmap "$T/m.gguf"
+expect 0 '"n_params"' -- "$B" info --json "$T/m.gguf"
+# Same seed, same bytes; another seed, other bytes.
+"$B" synth "$T/m2.gguf" --preset tiny-qwen35moe --type q4_k --seed 5 2>/dev/null
+cmp -s "$T/m.gguf" "$T/m2.gguf" && ok || bad "synth is not reproducible for a seed"
+"$B" synth "$T/m3.gguf" --preset tiny-qwen35moe --type q4_k --seed 6 2>/dev/null
+cmp -s "$T/m.gguf" "$T/m3.gguf" && bad "different seeds gave the same file" || ok
+# A truncated model is refused with the tensor and offsets named.
+head -c 100000 "$T/m.gguf" > "$T/cut.gguf"
+expect 1 "ends beyond the end of the file" -- "$B" info "$T/cut.gguf"
+# Sparse: the full-size header over a hole.
+expect 0 "wrote" -- "$B" synth "$T/full.gguf" --preset qwen3.6-35b-a3b --type q4_k --sparse
+expect 0 "params:     3466" -- "$B" info "$T/full.gguf"
+
+echo "cli_basics: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
