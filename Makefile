@@ -4,7 +4,7 @@
 
 CC      ?= cc
 OPT     ?= -O2
-PKGS    := jansson
+PKGS    := jansson libpcre2-8
 BUILD   := build
 ORACLE  ?= .oracle
 

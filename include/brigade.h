@@ -167,6 +167,12 @@ const char *const *brigade_synth_presets(void);
 brigade_status brigade_synth(const char *out_path, const brigade_synth_options *opts,
                              brigade_error *err);
 
+/* ---------------------------------------------------------------- tokenizer */
+/* (section owned by the tokenizer module: src/tokenizer*.c) */
+
+/* ----------------------------------------------------------- chat templates */
+/* (section owned by the chat module: src/chat*.c) */
+
 #ifdef __cplusplus
 }
 #endif

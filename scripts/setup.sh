@@ -5,7 +5,7 @@ set -eu
 cd "$(dirname "$0")/.."
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
-pkgs="build-essential pkg-config libjansson-dev git"
+pkgs="build-essential pkg-config libjansson-dev libpcre2-dev git"
 # clang builds the fuzzer and checks the code is warning-free with both compilers.
 pkgs="$pkgs clang libclang-rt-dev"
 # The test oracle comes from npm; keep an existing Node.js installation.
