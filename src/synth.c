@@ -12,9 +12,9 @@
 #include "error.h"
 #include "gguf_writer.h"
 #include "keys.h"
+#include "arch.h"
 #include "presets.h"
 #include "quant.h"
-#include "tensor_names.h"
 #include "types.h"
 
 /* ------------------------------------------------------------------ random */
@@ -60,29 +60,10 @@ static uint64_t hash_str(const char *s, uint64_t h)
 
 /* ------------------------------------------------------------ tensor plan */
 
-typedef enum init_kind {
-    INIT_GAUSS,     /* N(0, scale^2) */
-    INIT_NEAR_ONE,  /* norm weights: 1 + N(0, scale^2) */
-    INIT_SSM_A,     /* -U(1, 16), the real A = -exp(A_log) init */
-    INIT_DT_BIAS,   /* inverse softplus of dt ~ logU(1e-3, 1e-1) */
-} init_kind;
-
 typedef struct plan_tensor {
-    char name[64];
-    uint32_t n_dims;
-    uint64_t ne[4];
+    bg_tensor_spec spec;
     uint32_t type;
-    init_kind init;
-    float scale;
 } plan_tensor;
-
-typedef struct plan {
-    plan_tensor *t;
-    size_t n, cap;
-    uint32_t weight_type;
-    brigade_error *err;
-    brigade_status st;
-} plan;
 
 /* Types llama.cpp's quantizer falls back to when a row does not hold whole
  * blocks of the requested type. */
@@ -97,146 +78,44 @@ static uint32_t fallback_type(uint32_t type)
     }
 }
 
-static uint32_t matrix_type(uint32_t want, uint64_t ne0)
+/* Matrices take the requested type (or its fallback); everything else stays
+ * f32, as llama.cpp's quantizer leaves norms, router and convolution. */
+static uint32_t storage_type(const bg_tensor_spec *s, uint32_t want)
 {
+    if (s->kind != BG_KIND_MATRIX)
+        return BG_TYPE_F32;
     uint64_t bytes;
     for (int tries = 0; tries < 3; tries++) {
-        if (bg_type_row_bytes((bg_type)want, ne0, &bytes))
+        if (bg_type_row_bytes((bg_type)want, s->ne[0], &bytes))
             return want;
         want = fallback_type(want);
     }
     return BG_TYPE_F32;
 }
 
-static void add(plan *p, const char *fmt, uint32_t il, uint32_t n_dims, uint64_t ne0,
-                uint64_t ne1, uint64_t ne2, init_kind init, float scale, bool quantized)
+static brigade_status plan_model(const bg_hparams *hp, uint32_t weight_type, plan_tensor **out,
+                                 size_t *n_out, brigade_error *err)
 {
-    if (p->st)
-        return;
-    if (p->n == p->cap) {
-        size_t cap = p->cap ? p->cap * 2 : 256;
-        plan_tensor *t = realloc(p->t, cap * sizeof *t);
-        if (!t) {
-            p->st = bg_fail(p->err, BRIGADE_ERR_NOMEM, "synth: out of memory");
-            return;
-        }
-        p->t = t;
-        p->cap = cap;
+    size_t n = bg_arch_tensor_specs(hp, NULL, 0);
+    bg_tensor_spec *specs = calloc(n, sizeof *specs);
+    plan_tensor *plan = calloc(n, sizeof *plan);
+    if (!specs || !plan) {
+        free(specs);
+        free(plan);
+        return bg_fail(err, BRIGADE_ERR_NOMEM, "synth: out of memory");
     }
-    plan_tensor *t = &p->t[p->n++];
-    memset(t, 0, sizeof *t);
-    snprintf(t->name, sizeof t->name, fmt, il);
-    t->n_dims = n_dims;
-    t->ne[0] = ne0;
-    t->ne[1] = ne1;
-    t->ne[2] = ne2;
-    t->ne[3] = 1;
-    t->type = quantized && n_dims >= 2 ? matrix_type(p->weight_type, ne0) : BG_TYPE_F32;
-    t->init = init;
-    t->scale = scale;
-}
-
-/* A weight matrix [in, out(, experts)] scaled 1/sqrt(in) so activations keep
- * their size through many layers. */
-static void matrix(plan *p, const char *fmt, uint32_t il, uint64_t in, uint64_t out,
-                   uint64_t experts)
-{
-    add(p, fmt, il, experts > 1 ? 3 : 2, in, out, experts, INIT_GAUSS, (float)(1.0 / sqrt((double)in)),
-        true);
-}
-
-static void norm(plan *p, const char *fmt, uint32_t il, uint64_t n)
-{
-    add(p, fmt, il, 1, n, 1, 1, INIT_NEAR_ONE, 0.05f, false);
-}
-
-static void plan_attention(plan *p, const bg_preset *g, uint32_t il, bool gated_q)
-{
-    uint64_t q_out = (uint64_t)g->n_head * g->head_dim * (gated_q ? 2 : 1);
-    uint64_t kv_out = (uint64_t)g->n_head_kv * g->head_dim;
-    matrix(p, TN_ATTN_Q, il, g->n_embd, q_out, 1);
-    matrix(p, TN_ATTN_K, il, g->n_embd, kv_out, 1);
-    matrix(p, TN_ATTN_V, il, g->n_embd, kv_out, 1);
-    matrix(p, TN_ATTN_OUT, il, (uint64_t)g->n_head * g->head_dim, g->n_embd, 1);
-    norm(p, TN_ATTN_Q_NORM, il, g->head_dim);
-    norm(p, TN_ATTN_K_NORM, il, g->head_dim);
-}
-
-static void plan_deltanet(plan *p, const bg_preset *g, uint32_t il)
-{
-    uint64_t key_dim = (uint64_t)g->ssm_state_size * g->ssm_group_count;
-    uint64_t value_dim = (uint64_t)g->ssm_state_size * g->ssm_time_step_rank;
-    uint64_t conv_dim = 2 * key_dim + value_dim;
-    matrix(p, TN_ATTN_QKV, il, g->n_embd, conv_dim, 1);
-    matrix(p, TN_ATTN_GATE, il, g->n_embd, value_dim, 1);
-    /* The convolution stays f32, as llama.cpp's quantizer leaves it. */
-    add(p, TN_SSM_CONV1D, il, 2, g->ssm_conv_kernel, conv_dim, 1, INIT_GAUSS,
-        (float)(1.0 / sqrt((double)g->ssm_conv_kernel)), false);
-    add(p, TN_SSM_DT, il, 1, g->ssm_time_step_rank, 1, 1, INIT_DT_BIAS, 0, false);
-    add(p, TN_SSM_A, il, 1, g->ssm_time_step_rank, 1, 1, INIT_SSM_A, 0, false);
-    matrix(p, TN_SSM_BETA, il, g->n_embd, g->ssm_time_step_rank, 1);
-    matrix(p, TN_SSM_ALPHA, il, g->n_embd, g->ssm_time_step_rank, 1);
-    norm(p, TN_SSM_NORM, il, g->ssm_state_size);
-    matrix(p, TN_SSM_OUT, il, value_dim, g->n_embd, 1);
-}
-
-static void plan_moe(plan *p, const bg_preset *g, uint32_t il)
-{
-    /* The router stays f32: llama.cpp never quantizes ffn_gate_inp. */
-    add(p, TN_FFN_GATE_INP, il, 2, g->n_embd, g->n_expert, 1, INIT_GAUSS,
-        (float)(1.0 / sqrt((double)g->n_embd)), false);
-    matrix(p, TN_FFN_GATE_EXPS, il, g->n_embd, g->n_ff_exp, g->n_expert);
-    matrix(p, TN_FFN_UP_EXPS, il, g->n_embd, g->n_ff_exp, g->n_expert);
-    matrix(p, TN_FFN_DOWN_EXPS, il, g->n_ff_exp, g->n_embd, g->n_expert);
-    if (g->n_ff_shexp) {
-        add(p, TN_FFN_GATE_INP_SHEXP, il, 1, g->n_embd, 1, 1, INIT_GAUSS,
-            (float)(1.0 / sqrt((double)g->n_embd)), false);
-        matrix(p, TN_FFN_GATE_SHEXP, il, g->n_embd, g->n_ff_shexp, 1);
-        matrix(p, TN_FFN_UP_SHEXP, il, g->n_embd, g->n_ff_shexp, 1);
-        matrix(p, TN_FFN_DOWN_SHEXP, il, g->n_ff_shexp, g->n_embd, 1);
+    bg_arch_tensor_specs(hp, specs, n);
+    for (size_t i = 0; i < n; i++) {
+        plan[i].spec = specs[i];
+        plan[i].type = storage_type(&specs[i], weight_type);
     }
-}
-
-/* Tensor order follows llama.cpp's converter: embeddings, then each block,
- * then the output head. */
-static void plan_model(plan *p, const bg_preset *g, uint32_t n_layers, uint32_t n_vocab)
-{
-    add(p, TN_TOKEN_EMBD, 0, 2, g->n_embd, n_vocab, 1, INIT_GAUSS, 1.0f, true);
-    for (uint32_t il = 0; il < n_layers; il++) {
-        norm(p, TN_ATTN_NORM, il, g->n_embd);
-        if (g->arch == BG_ARCH_QWEN35MOE) {
-            norm(p, TN_ATTN_POST_NORM, il, g->n_embd);
-            if (bg_preset_is_recurrent(g, il))
-                plan_deltanet(p, g, il);
-            else
-                plan_attention(p, g, il, true);
-        } else {
-            plan_attention(p, g, il, false);
-            norm(p, TN_FFN_NORM, il, g->n_embd);
-        }
-        plan_moe(p, g, il);
-    }
-    norm(p, TN_OUTPUT_NORM, 0, g->n_embd);
-    matrix(p, TN_OUTPUT, 0, g->n_embd, n_vocab, 1);
+    free(specs);
+    *out = plan;
+    *n_out = n;
+    return BRIGADE_OK;
 }
 
 /* -------------------------------------------------------------- metadata */
-
-static brigade_status set_u32(bg_gguf_writer *w, const char *arch, const char *suffix,
-                              uint32_t v, brigade_error *err)
-{
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    return bg_gguf_set_u32(w, key, v, err);
-}
-
-static brigade_status set_f32(bg_gguf_writer *w, const char *arch, const char *suffix, float v,
-                              brigade_error *err)
-{
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    return bg_gguf_set_f32(w, key, v, err);
-}
 
 /* llama.cpp's general.file_type for a model whose matrices are all `type`. */
 static uint32_t file_type_of(uint32_t type)
@@ -259,39 +138,12 @@ static uint32_t file_type_of(uint32_t type)
     }
 }
 
-static brigade_status write_hparams(bg_gguf_writer *w, const bg_preset *g, uint32_t n_layers,
-                                    uint32_t n_expert_used, uint32_t weight_type,
-                                    brigade_error *err)
+static brigade_status write_metadata(bg_gguf_writer *w, const bg_preset *preset,
+                                     const bg_hparams *hp, uint32_t weight_type,
+                                     brigade_error *err)
 {
-    const char *a = bg_arch_name(g->arch);
-    brigade_status st = bg_gguf_set_str(w, KEY_ARCHITECTURE, a, err);
-    if (!st) st = bg_gguf_set_str(w, KEY_NAME, g->display_name, err);
-    if (!st) st = set_u32(w, a, AKEY_BLOCK_COUNT, n_layers, err);
-    if (!st) st = set_u32(w, a, AKEY_CONTEXT_LENGTH, g->n_ctx_train, err);
-    if (!st) st = set_u32(w, a, AKEY_EMBEDDING_LENGTH, g->n_embd, err);
-    if (!st && g->n_ff) st = set_u32(w, a, AKEY_FF_LENGTH, g->n_ff, err);
-    if (!st) st = set_u32(w, a, AKEY_HEAD_COUNT, g->n_head, err);
-    if (!st) st = set_u32(w, a, AKEY_HEAD_COUNT_KV, g->n_head_kv, err);
-    if (!st) st = set_u32(w, a, AKEY_KEY_LENGTH, g->head_dim, err);
-    if (!st) st = set_u32(w, a, AKEY_VALUE_LENGTH, g->head_dim, err);
-    if (!st) st = set_f32(w, a, AKEY_ROPE_FREQ_BASE, g->rope_freq_base, err);
-    if (!st) st = set_f32(w, a, AKEY_RMS_EPS, g->rms_eps, err);
-    if (!st) st = set_u32(w, a, AKEY_EXPERT_COUNT, g->n_expert, err);
-    if (!st) st = set_u32(w, a, AKEY_EXPERT_USED_COUNT, n_expert_used, err);
-    if (!st) st = set_u32(w, a, AKEY_EXPERT_FF_LENGTH, g->n_ff_exp, err);
-    if (!st) st = set_u32(w, a, AKEY_ROPE_DIM_COUNT, g->rope_dims, err);
-    if (!st && g->arch == BG_ARCH_QWEN35MOE) {
-        char key[128];
-        snprintf(key, sizeof key, "%s.%s", a, AKEY_ROPE_SECTIONS);
-        st = bg_gguf_set_array(w, key, BRIGADE_VALUE_I32, g->rope_sections, 4, err);
-        if (!st) st = set_u32(w, a, AKEY_EXPERT_SHARED_FF_LENGTH, g->n_ff_shexp, err);
-        if (!st) st = set_u32(w, a, AKEY_SSM_CONV_KERNEL, g->ssm_conv_kernel, err);
-        if (!st) st = set_u32(w, a, AKEY_SSM_STATE_SIZE, g->ssm_state_size, err);
-        if (!st) st = set_u32(w, a, AKEY_SSM_GROUP_COUNT, g->ssm_group_count, err);
-        if (!st) st = set_u32(w, a, AKEY_SSM_TIME_STEP_RANK, g->ssm_time_step_rank, err);
-        if (!st) st = set_u32(w, a, AKEY_SSM_INNER_SIZE, g->ssm_inner_size, err);
-        if (!st) st = set_u32(w, a, AKEY_FULL_ATTN_INTERVAL, g->full_attention_interval, err);
-    }
+    brigade_status st = bg_hparams_write(w, hp, err);
+    if (!st) st = bg_gguf_set_str(w, KEY_NAME, preset->display_name, err);
     if (!st) st = bg_gguf_set_u32(w, KEY_FILE_TYPE, file_type_of(weight_type), err);
     if (!st) st = bg_gguf_set_u32(w, KEY_QUANT_VERSION, 2, err);
     return st;
@@ -479,30 +331,36 @@ typedef struct fill_job {
     unsigned worker, n_workers;
 } fill_job;
 
-static float draw(const plan_tensor *t, rng *rng)
+/* Distributions that keep a random network's activations finite over many
+ * layers: projections N(0, 1/fan_in), norms near one, and the DeltaNet decay
+ * parameters drawn as the real models initialize them. */
+static float draw(const bg_tensor_spec *s, rng *r)
 {
-    switch (t->init) {
-    case INIT_GAUSS: return (float)(gaussian(rng) * t->scale);
-    case INIT_NEAR_ONE: return (float)(1.0 + gaussian(rng) * t->scale);
-    case INIT_SSM_A: return (float)-(1.0 + 15.0 * uniform01(rng));
-    case INIT_DT_BIAS: {
-        double dt = exp(log(1e-3) + uniform01(rng) * (log(1e-1) - log(1e-3)));
+    switch (s->role) {
+    case BG_ROLE_SSM_A: return (float)-(1.0 + 15.0 * uniform01(r)); /* -exp(A_log), A in [1,16] */
+    case BG_ROLE_SSM_DT: {
+        /* the bias is softplus^-1(dt) with dt log-uniform in [1e-3, 1e-1] */
+        double dt = exp(log(1e-3) + uniform01(r) * (log(1e-1) - log(1e-3)));
         return (float)(dt + log(-expm1(-dt)));
     }
+    case BG_ROLE_TOKEN_EMBD: return (float)gaussian(r);
+    default: break;
     }
-    return 0;
+    if (s->kind == BG_KIND_NORM)
+        return (float)(1.0 + 0.05 * gaussian(r));
+    return (float)(gaussian(r) / sqrt((double)s->ne[0]));
 }
 
 static void *fill_rows(void *arg)
 {
     const fill_job *job = arg;
-    const plan_tensor *t = job->t;
-    uint64_t ne0 = t->ne[0];
+    const bg_tensor_spec *s = &job->t->spec;
+    uint64_t ne0 = s->ne[0];
     for (uint64_t r = job->worker; r < job->rows; r += job->n_workers) {
         rng rng = {.state = job->seed ^ ((job->row0 + r) * 0xd1b54a32d192ed03ull)};
         float *row = job->values + r * ne0;
         for (uint64_t i = 0; i < ne0; i++)
-            row[i] = draw(t, &rng);
+            row[i] = draw(s, &rng);
         if (job->ops)
             job->ops->quantize(row, job->out + r * job->row_bytes, (int64_t)ne0);
     }
@@ -523,30 +381,32 @@ static brigade_status write_tensor(bg_gguf_writer *w, const plan_tensor *t, uint
                                    const brigade_synth_options *o, uint64_t *done,
                                    uint64_t total, brigade_error *err)
 {
-    uint64_t rows = t->ne[1] * t->ne[2] * t->ne[3], row_bytes = 0;
-    bg_type_row_bytes((bg_type)t->type, t->ne[0], &row_bytes);
+    const bg_tensor_spec *s = &t->spec;
+    uint64_t rows = s->ne[1] * s->ne[2] * s->ne[3], row_bytes = 0;
+    bg_type_row_bytes((bg_type)t->type, s->ne[0], &row_bytes);
     const bg_quant_ops *ops = t->type == BG_TYPE_F32 ? NULL : bg_quant_ops_get((bg_type)t->type);
     if (t->type != BG_TYPE_F32 && (!ops || !ops->quantize))
         return bg_fail(err, BRIGADE_ERR_UNSUPPORTED, "synth: tensor '%s': no quantizer for %s",
-                       t->name, brigade_type_name(t->type));
-    uint64_t tseed = hash_str(t->name, seed * 0x9e3779b97f4a7c15ull + 1469598103934665603ull);
+                       s->name, brigade_type_name(t->type));
+    uint64_t tseed = hash_str(s->name, seed * 0x9e3779b97f4a7c15ull + 1469598103934665603ull);
     unsigned n_workers = worker_count();
     for (uint64_t row0 = 0; row0 < rows; row0 += chunk_rows) {
         fill_job jobs[MAX_WORKERS];
         pthread_t tids[MAX_WORKERS];
+        bool started[MAX_WORKERS] = {false};
         uint64_t n = rows - row0 < chunk_rows ? rows - row0 : chunk_rows;
-        unsigned started = 0;
         for (unsigned k = 0; k < n_workers; k++) {
             jobs[k] = (fill_job){t, tseed, row0, n, values, out, row_bytes, ops, k, n_workers};
-            if (k > 0 && pthread_create(&tids[k], NULL, fill_rows, &jobs[k]) == 0)
-                started |= 1u << (k & 31);
-            else if (k > 0)
-                fill_rows(&jobs[k]); /* no thread: do its share here */
+            if (k > 0)
+                started[k] = pthread_create(&tids[k], NULL, fill_rows, &jobs[k]) == 0;
         }
         fill_rows(&jobs[0]);
-        for (unsigned k = 1; k < n_workers; k++)
-            if (started & (1u << (k & 31)))
+        for (unsigned k = 1; k < n_workers; k++) {
+            if (started[k])
                 pthread_join(tids[k], NULL);
+            else
+                fill_rows(&jobs[k]); /* no thread: do its share here */
+        }
         const void *bytes = ops ? (const void *)out : (const void *)values;
         brigade_status st = bg_gguf_writer_data(w, bytes, n * row_bytes, err);
         if (st)
@@ -558,13 +418,13 @@ static brigade_status write_tensor(bg_gguf_writer *w, const plan_tensor *t, uint
     return BRIGADE_OK;
 }
 
-static brigade_status write_weights(bg_gguf_writer *w, const plan *p,
+static brigade_status write_weights(bg_gguf_writer *w, const plan_tensor *plan, size_t n,
                                     const brigade_synth_options *o, brigade_error *err)
 {
     uint64_t max_ne0 = 0, total = 0, done = 0;
-    for (size_t i = 0; i < p->n; i++) {
-        if (p->t[i].ne[0] > max_ne0)
-            max_ne0 = p->t[i].ne[0];
+    for (size_t i = 0; i < n; i++) {
+        if (plan[i].spec.ne[0] > max_ne0)
+            max_ne0 = plan[i].spec.ne[0];
         total += bg_gguf_writer_tensor_bytes(w, (int64_t)i);
     }
     /* About 32 MiB of floats per chunk, at least one row. */
@@ -576,8 +436,8 @@ static brigade_status write_weights(bg_gguf_writer *w, const plan *p,
     brigade_status st = BRIGADE_OK;
     if (!values || !out)
         st = bg_fail(err, BRIGADE_ERR_NOMEM, "synth: out of memory for work buffers");
-    for (size_t i = 0; i < p->n && !st; i++)
-        st = write_tensor(w, &p->t[i], o->seed, values, out, chunk_rows, o, &done, total, err);
+    for (size_t i = 0; i < n && !st; i++)
+        st = write_tensor(w, &plan[i], o->seed, values, out, chunk_rows, o, &done, total, err);
     free(values);
     free(out);
     return st;
@@ -585,72 +445,77 @@ static brigade_status write_weights(bg_gguf_writer *w, const plan *p,
 
 /* -------------------------------------------------------------------- main */
 
-static brigade_status check_options(const brigade_synth_options *o, const bg_preset **g,
+static brigade_status check_options(const brigade_synth_options *o, const bg_preset **preset,
                                     brigade_error *err)
 {
     if (!o || !o->preset)
         return bg_fail(err, BRIGADE_ERR_ARG, "synth: no preset given");
-    *g = bg_preset_find(o->preset);
-    if (!*g)
+    *preset = bg_preset_find(o->preset);
+    if (!*preset)
         return bg_fail(err, BRIGADE_ERR_ARG,
                        "synth: unknown preset '%s' (known: qwen3.6-35b-a3b, qwen3-30b-a3b, "
                        "tiny-qwen35moe, tiny-qwen3moe)",
                        o->preset);
     const bg_type_info *ti = bg_type_get(o->type);
     const bg_quant_ops *ops = bg_quant_ops_get((bg_type)o->type);
-    bool is_weight_type = o->type == BG_TYPE_F32 ||
-                          (ops && ops->quantize && ops->dot && o->type != BG_TYPE_Q8_1);
+    bool is_weight_type = o->type == BG_TYPE_F32 || (ops && ops->quantize && ops->dot);
     if (!ti || !is_weight_type)
         return bg_fail(err, BRIGADE_ERR_ARG,
                        "synth: type '%s' cannot be used for weights (use f32, f16, bf16, q8_0, "
                        "q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K, iq4_nl or iq4_xs)",
                        ti ? ti->name : "unknown");
-    uint32_t n_layers = o->n_layers ? o->n_layers : (*g)->n_layers;
-    if (n_layers > 1000)
-        return bg_fail(err, BRIGADE_ERR_ARG, "synth: %u layers is more than 1000", n_layers);
-    if ((*g)->arch == BG_ARCH_QWEN35MOE && n_layers < (*g)->full_attention_interval)
+    const bg_hparams *hp = &(*preset)->hp;
+    uint32_t n_layers = o->n_layers ? o->n_layers : hp->n_layers;
+    if (n_layers > BG_MAX_LAYERS)
+        return bg_fail(err, BRIGADE_ERR_ARG, "synth: %u layers is more than %u", n_layers,
+                       BG_MAX_LAYERS);
+    if (hp->arch == BG_ARCH_QWEN35MOE && n_layers < hp->full_attention_interval)
         return bg_fail(err, BRIGADE_ERR_ARG,
                        "synth: %s needs at least %u layers (one full-attention layer)",
-                       o->preset, (*g)->full_attention_interval);
-    if (o->n_experts_used > (*g)->n_expert)
+                       o->preset, hp->full_attention_interval);
+    if (o->n_experts_used > hp->n_expert)
         return bg_fail(err, BRIGADE_ERR_ARG, "synth: %u experts used, but the model has %u",
-                       o->n_experts_used, (*g)->n_expert);
+                       o->n_experts_used, hp->n_expert);
     return BRIGADE_OK;
 }
 
 brigade_status brigade_synth(const char *out_path, const brigade_synth_options *o,
                              brigade_error *err)
 {
-    const bg_preset *g = NULL;
-    brigade_status st = check_options(o, &g, err);
+    const bg_preset *preset = NULL;
+    brigade_status st = check_options(o, &preset, err);
     if (st)
         return st;
-    uint32_t n_layers = o->n_layers ? o->n_layers : g->n_layers;
-    uint32_t n_used = o->n_experts_used ? o->n_experts_used : g->n_expert_used;
+    bg_hparams hp = preset->hp;
+    if (o->n_layers)
+        hp.n_layers = o->n_layers;
+    if (o->n_experts_used)
+        hp.n_expert_used = o->n_experts_used;
     bg_gguf_writer *w = bg_gguf_writer_new(0);
     if (!w)
         return bg_fail(err, BRIGADE_ERR_NOMEM, "synth: out of memory");
-    plan p = {.weight_type = o->type, .err = err};
-    uint32_t n_vocab = 0;
-    st = write_hparams(w, g, n_layers, n_used, o->type, err);
+    plan_tensor *plan = NULL;
+    size_t n = 0;
+    st = write_metadata(w, preset, &hp, o->type, err);
     if (!st)
-        st = o->vocab_path ? copy_vocab(w, o->vocab_path, g->n_vocab, &n_vocab, err)
-                           : builtin_vocab(w, g->n_vocab, &n_vocab, err);
-    if (!st) {
-        plan_model(&p, g, n_layers, n_vocab);
-        st = p.st;
-    }
-    for (size_t i = 0; i < p.n && !st; i++)
-        st = bg_gguf_add_tensor(w, p.t[i].name, p.t[i].type, p.t[i].n_dims, p.t[i].ne, err);
+        st = o->vocab_path ? copy_vocab(w, o->vocab_path, preset->hp.n_vocab, &hp.n_vocab, err)
+                           : builtin_vocab(w, preset->hp.n_vocab, &hp.n_vocab, err);
+    if (!st)
+        st = bg_hparams_check(&hp, err);
+    if (!st)
+        st = plan_model(&hp, o->type, &plan, &n, err);
+    for (size_t i = 0; i < n && !st; i++)
+        st = bg_gguf_add_tensor(w, plan[i].spec.name, plan[i].type, plan[i].spec.n_dims,
+                                plan[i].spec.ne, err);
     if (!st)
         st = bg_gguf_writer_begin(w, out_path, err);
-    for (size_t i = 0; o->sparse && i < p.n && !st; i++)
+    for (size_t i = 0; o->sparse && i < n && !st; i++)
         st = bg_gguf_writer_skip(w, bg_gguf_writer_tensor_bytes(w, (int64_t)i), err);
     if (!st && !o->sparse)
-        st = write_weights(w, &p, o, err);
+        st = write_weights(w, plan, n, o, err);
     if (!st)
         st = bg_gguf_writer_finish(w, err);
-    free(p.t);
+    free(plan);
     bg_gguf_writer_free(w);
     if (st)
         remove(out_path);
