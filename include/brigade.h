@@ -147,6 +147,31 @@ const char *brigade_value_type_name(brigade_value_type type);
 /* Bytes of one element of a numeric or bool type; 0 for strings and arrays. */
 unsigned brigade_value_type_size(brigade_value_type type);
 
+/* ------------------------------------------------------------------ models */
+
+/* A loaded model: hyperparameters read and checked, every tensor bound by
+ * name and checked for shape and type. Read-only once loaded. */
+typedef struct brigade_model brigade_model;
+
+typedef struct brigade_model_options {
+    bool no_mmap; /* read the weights into memory instead of mapping the file */
+    void (*progress)(void *user, uint64_t done, uint64_t total);
+    void *progress_user;
+} brigade_model_options;
+
+/* Supported architectures: qwen35moe, qwen3moe. opts may be NULL. */
+brigade_status brigade_model_load(const char *path, const brigade_model_options *opts,
+                                  brigade_model **out, brigade_error *err);
+void brigade_model_free(brigade_model *model);
+
+/* The file the model was loaded from (metadata, tokenizer, tensors). */
+const brigade_gguf *brigade_model_file(const brigade_model *model);
+const char *brigade_model_arch(const brigade_model *model);
+uint32_t brigade_model_n_layers(const brigade_model *model);
+uint32_t brigade_model_n_vocab(const brigade_model *model);
+uint64_t brigade_model_n_params(const brigade_model *model);
+uint64_t brigade_model_weight_bytes(const brigade_model *model);
+
 /* --------------------------------------------------------- synthetic models */
 
 typedef struct brigade_synth_options {

@@ -184,9 +184,9 @@ static brigade_status read_array(cursor *c, const char *key, int depth, brigade_
 {
     uint64_t at = c->pos;
     uint32_t elem_type;
-    brigade_status st = read_u32(c, "array element type", &elem_type);
+    brigade_status st = read_u32(c, key, &elem_type);
     if (!st)
-        st = read_uint(c, 8, "array length", &out->count);
+        st = read_uint(c, 8, key, &out->count);
     if (st)
         return st;
     if (elem_type > BRIGADE_VALUE_F64)
@@ -471,6 +471,9 @@ static brigade_status parse_tensor_info(brigade_gguf *f, cursor *c, uint64_t i,
                        "%s: tensor '%s': unknown tensor type %u at byte %llu", c->label, t->name,
                        t->type, (unsigned long long)type_at);
     uint64_t row_bytes;
+    if (t->ne[0] % ti->block_elems == 0 && !bg_type_row_bytes((bg_type)t->type, t->ne[0], &row_bytes))
+        return bg_fail(c->err, BRIGADE_ERR_FORMAT, "%s: tensor '%s': byte size overflows",
+                       c->label, t->name);
     if (!bg_type_row_bytes((bg_type)t->type, t->ne[0], &row_bytes))
         return bg_fail(c->err, BRIGADE_ERR_FORMAT,
                        "%s: tensor '%s': row of %llu elements is not a whole number of %s blocks "

@@ -41,6 +41,8 @@ struct bg_gguf_writer {
 
 bg_gguf_writer *bg_gguf_writer_new(uint32_t alignment)
 {
+    if ((alignment & (alignment - 1)) || alignment > (1u << 30))
+        return NULL; /* the reader accepts powers of two up to 2^30 */
     bg_gguf_writer *w = calloc(1, sizeof *w);
     if (!w)
         return NULL;
@@ -84,7 +86,7 @@ static bool copy_value(bg_arena *a, brigade_value *dst, const brigade_value *src
         return dst->as.str.ptr != NULL;
     }
     if (src->type != BRIGADE_VALUE_ARRAY)
-        return true;
+        return gguf_scalar_size(src->type) != 0; /* unknown type ids are refused */
     if (depth >= GGUF_MAX_ARRAY_DEPTH)
         return false;
     uint64_t n = src->count;
@@ -121,6 +123,24 @@ static bool copy_value(bg_arena *a, brigade_value *dst, const brigade_value *src
     return true;
 }
 
+/* Adds or replaces key with an already-copied value; false when out of
+ * memory. */
+static bool store_kv(bg_gguf_writer *w, const char *key, const brigade_value *copied)
+{
+    int64_t i = 0;
+    while (i < w->n_kv && strcmp(w->kv[i].key, key) != 0)
+        i++;
+    if (i == w->n_kv) {
+        const char *k = bg_arena_strndup(&w->arena, key, strlen(key));
+        if (!k || !grow((void **)&w->kv, &w->cap_kv, w->n_kv + 1, sizeof *w->kv))
+            return false;
+        w->kv[i].key = k;
+        w->n_kv++;
+    }
+    w->kv[i].value = *copied;
+    return true;
+}
+
 brigade_status bg_gguf_set(bg_gguf_writer *w, const char *key, const brigade_value *value,
                            brigade_error *err)
 {
@@ -129,22 +149,20 @@ brigade_status bg_gguf_set(bg_gguf_writer *w, const char *key, const brigade_val
                        key);
     if (!key[0])
         return bg_fail(err, BRIGADE_ERR_ARG, "gguf writer: empty metadata key");
-    int64_t i = 0;
-    while (i < w->n_kv && strcmp(w->kv[i].key, key) != 0)
-        i++;
-    if (i == w->n_kv) {
-        if (!grow((void **)&w->kv, &w->cap_kv, w->n_kv + 1, sizeof *w->kv))
-            return bg_fail(err, BRIGADE_ERR_NOMEM, "gguf writer: out of memory");
-        w->kv[i].key = bg_arena_strndup(&w->arena, key, strlen(key));
-        if (!w->kv[i].key)
-            return bg_fail(err, BRIGADE_ERR_NOMEM, "gguf writer: out of memory");
-        w->n_kv++;
-    }
-    if (!copy_value(&w->arena, &w->kv[i].value, value, 0))
+    if (strcmp(key, GGUF_KEY_ALIGNMENT) == 0)
+        return bg_fail(err, BRIGADE_ERR_ARG,
+                       "gguf writer: '%s' follows the writer's alignment; set it when creating "
+                       "the writer",
+                       key);
+    /* Copy first, so a failed copy leaves the writer as it was. */
+    brigade_value copy;
+    if (!copy_value(&w->arena, &copy, value, 0))
         return bg_fail(err, BRIGADE_ERR_ARG,
                        "gguf writer: key '%s': value cannot be copied (out of memory, unknown "
                        "type or nesting deeper than %d)",
                        key, GGUF_MAX_ARRAY_DEPTH);
+    if (!store_kv(w, key, &copy))
+        return bg_fail(err, BRIGADE_ERR_NOMEM, "gguf writer: out of memory");
     return BRIGADE_OK;
 }
 
@@ -320,10 +338,17 @@ static void put_header(sink *s, const bg_gguf_writer *w)
     put(s, GGUF_MAGIC, 4);
     put_le(s, 3, 4);
     put_le(s, (uint64_t)w->n_tensors, 8);
-    put_le(s, (uint64_t)w->n_kv, 8);
+    /* A non-default alignment is recorded as the last key. */
+    bool record_alignment = w->alignment != GGUF_DEFAULT_ALIGNMENT;
+    put_le(s, (uint64_t)w->n_kv + record_alignment, 8);
     for (int64_t i = 0; i < w->n_kv; i++) {
         put_str(s, w->kv[i].key, strlen(w->kv[i].key));
         put_value(s, &w->kv[i].value, true);
+    }
+    if (record_alignment) {
+        brigade_value a = {.type = BRIGADE_VALUE_U32, .as.u64 = w->alignment};
+        put_str(s, GGUF_KEY_ALIGNMENT, strlen(GGUF_KEY_ALIGNMENT));
+        put_value(s, &a, true);
     }
     for (int64_t i = 0; i < w->n_tensors; i++) {
         const out_tensor *t = &w->tensors[i];
@@ -354,11 +379,6 @@ brigade_status bg_gguf_writer_begin(bg_gguf_writer *w, const char *path, brigade
 {
     if (w->fp)
         return bg_fail(err, BRIGADE_ERR_ARG, "gguf writer: begin called twice");
-    if (w->alignment != GGUF_DEFAULT_ALIGNMENT) {
-        brigade_status st = bg_gguf_set_u32(w, GGUF_KEY_ALIGNMENT, w->alignment, err);
-        if (st)
-            return st;
-    }
     free(w->path);
     w->path = strdup(path);
     if (!w->path)

@@ -8,13 +8,15 @@
 
 typedef struct bg_gguf_writer bg_gguf_writer;
 
-/* alignment: 0 for the GGUF default (32); otherwise a power of two, which
- * is also recorded as general.alignment. NULL when out of memory. */
+/* alignment: 0 for the GGUF default (32); otherwise a power of two up to
+ * 2^30, which is also recorded as general.alignment. NULL when out of memory
+ * or for any other alignment. */
 bg_gguf_writer *bg_gguf_writer_new(uint32_t alignment);
 void bg_gguf_writer_free(bg_gguf_writer *w);
 
 /* Metadata, kept in insertion order; setting a key again replaces its value.
- * Values are deep-copied. */
+ * Values are deep-copied; a failed set leaves the writer unchanged.
+ * general.alignment is the writer's own (see bg_gguf_writer_new). */
 brigade_status bg_gguf_set(bg_gguf_writer *w, const char *key, const brigade_value *value,
                            brigade_error *err);
 brigade_status bg_gguf_set_u32(bg_gguf_writer *w, const char *key, uint32_t v, brigade_error *err);
