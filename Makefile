@@ -17,7 +17,7 @@ BASE_CFLAGS := -std=c11 -Wall -Wextra -Werror -g $(OPT) -ffp-contract=off \
 ALL_CFLAGS  := $(BASE_CFLAGS) $(CFLAGS)
 LIBS        := $(PKG_LIBS) -lm -lpthread
 
-LIB_SRC  := $(wildcard src/*.c)
+LIB_SRC  := $(wildcard src/*.c src/models/*.c)
 APP_SRC  := $(wildcard app/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 APP_OBJ  := $(APP_SRC:%.c=$(BUILD)/%.o)

@@ -172,6 +172,35 @@ uint32_t brigade_model_n_vocab(const brigade_model *model);
 uint64_t brigade_model_n_params(const brigade_model *model);
 uint64_t brigade_model_weight_bytes(const brigade_model *model);
 
+/* ---------------------------------------------------------------- sessions */
+
+/* A session evaluates one token sequence against a model: it owns the KV
+ * cache of the attention layers, the recurrent state of the DeltaNet layers
+ * and the scratch buffers, all allocated when it is created. */
+typedef struct brigade_session brigade_session;
+
+typedef struct brigade_session_options {
+    uint32_t n_ctx;     /* context length; 0: min(model's training context, 4096) */
+    uint32_t n_threads; /* 0: every online core */
+} brigade_session_options;
+
+brigade_status brigade_session_new(const brigade_model *model, const brigade_session_options *opts,
+                                   brigade_session **out, brigade_error *err);
+void brigade_session_free(brigade_session *session);
+/* Forgets the sequence: next evaluation starts at position 0. */
+void brigade_session_reset(brigade_session *session);
+uint32_t brigade_session_n_ctx(const brigade_session *session);
+/* Tokens evaluated so far. */
+uint32_t brigade_session_n_past(const brigade_session *session);
+
+/* Appends n tokens to the sequence and evaluates them. logits receives
+ * n x n_vocab floats (all_logits) or n_vocab for the last token; may be NULL.
+ * Fails without changing the session if the tokens would overflow the
+ * context or an id is outside the vocabulary; a NaN or Inf appearing in the
+ * computation is reported with the layer where it first appeared. */
+brigade_status brigade_session_eval(brigade_session *session, const int32_t *tokens, size_t n,
+                                    bool all_logits, float *logits, brigade_error *err);
+
 /* --------------------------------------------------------- synthetic models */
 
 typedef struct brigade_synth_options {
@@ -196,7 +225,143 @@ brigade_status brigade_synth(const char *out_path, const brigade_synth_options *
 /* (section owned by the tokenizer module: src/tokenizer*.c) */
 
 /* ----------------------------------------------------------- chat templates */
-/* (section owned by the chat module: src/chat*.c) */
+/* (section owned by the chat module: src/chat*.c)
+ *
+ * A model's tokenizer.chat_template is never executed. brigade recognizes
+ * which family it belongs to and renders conversations with its own code for
+ * that family, byte for byte what the template gives under Hugging Face
+ * transformers (jinja2):
+ *   qwen3    Qwen3 (ChatML, <think> blocks, enable_thinking, JSON tool calls
+ *            in <tool_call>{"name": ..., "arguments": ...}</tool_call>)
+ *   qwen3.5  Qwen3.5 / Qwen3.6 (the template opens <think> itself, XML tool
+ *            calls <tool_call><function=NAME><parameter=P>...)
+ *   chatml   plain <|im_start|>role\ncontent<|im_end|>: the fallback for an
+ *            unknown or missing template, with a warning; no tools.
+ * Recognition: a template whose text (trailing whitespace aside) hashes to a
+ * known official one is used without a warning; otherwise the markers of a
+ * family (see brigade_chat_template_from_string) select it with a warning
+ * that the text differs; anything else is ChatML with a warning. */
+
+typedef enum brigade_chat_family {
+    BRIGADE_CHAT_CHATML = 0,
+    BRIGADE_CHAT_QWEN3,
+    BRIGADE_CHAT_QWEN35, /* Qwen3.5 and Qwen3.6 */
+} brigade_chat_family;
+
+/* A tool call made by the assistant. */
+typedef struct brigade_chat_tool_call {
+    const char *id;        /* optional; the Qwen templates do not render it */
+    const char *name;
+    /* JSON text of the arguments, normally an object; NULL: none. Text that
+     * is valid JSON is rendered as that value (qwen3: `tojson`; qwen3.5: one
+     * <parameter> per key, which requires an object); other text is pasted
+     * as it is by qwen3 (the template's string case) and refused by
+     * qwen3.5. This is what llama.cpp does with OpenAI's string arguments. */
+    const char *arguments;
+} brigade_chat_tool_call;
+
+typedef struct brigade_chat_message {
+    const char *role;    /* "system", "user", "assistant", "tool" */
+    const char *content; /* NULL: none (renders as "") */
+    /* assistant: the thinking that came before content; NULL: none given,
+     * in which case the templates take it from <think>...</think> at the
+     * start of content. Templates drop it for turns before the last user
+     * query. */
+    const char *reasoning_content;
+    const brigade_chat_tool_call *tool_calls; /* assistant */
+    size_t n_tool_calls;
+    const char *tool_call_id; /* tool: the call answered (not rendered by Qwen templates) */
+    const char *name;         /* tool: the function's name (idem) */
+} brigade_chat_message;
+
+typedef struct brigade_chat_options {
+    bool add_generation_prompt; /* end with the opening of an assistant turn */
+    bool disable_thinking;      /* the templates' enable_thinking=false */
+    /* JSON array of tool definitions, OpenAI style ({"type": "function",
+     * "function": {"name", "description", "parameters": <JSON schema>}});
+     * NULL or "[]": none. */
+    const char *tools;
+} brigade_chat_options;
+
+typedef struct brigade_chat_template brigade_chat_template;
+
+/* From the model's tokenizer.chat_template; a file without one gets ChatML
+ * with a warning. */
+brigade_status brigade_chat_template_from_gguf(const brigade_gguf *file,
+                                               brigade_chat_template **out,
+                                               brigade_error *err);
+/* From template text (len bytes; NULL text: no template). Markers when the
+ * hash is not a known one: qwen3.5 needs "<|im_start|>", "<think>",
+ * "enable_thinking", "<tool_call>", "<function=" and "<parameter="; qwen3
+ * the same without "<function=" (JSON tool calls). */
+brigade_status brigade_chat_template_from_string(const char *text, size_t len,
+                                                 brigade_chat_template **out,
+                                                 brigade_error *err);
+void brigade_chat_template_free(brigade_chat_template *tmpl);
+brigade_chat_family brigade_chat_template_family(const brigade_chat_template *tmpl);
+/* NULL when the template is known exactly; otherwise why the prompt may not
+ * be exactly what the model was trained on. Lives as long as tmpl. */
+const char *brigade_chat_template_warning(const brigade_chat_template *tmpl);
+/* "chatml", "qwen3", "qwen3.5". */
+const char *brigade_chat_family_name(brigade_chat_family family);
+
+typedef struct brigade_chat_prompt {
+    char *text;          /* NUL-terminated; release with brigade_chat_prompt_free */
+    size_t len;          /* bytes before the NUL (text may hold NULs from JSON) */
+    const char *warning; /* the template's warning, or NULL */
+} brigade_chat_prompt;
+
+/* Renders a conversation. Fails (BRIGADE_ERR_ARG, with the template's own
+ * words) where the template raises: e.g. qwen3.5 with a system message after
+ * the first, with no user query, or with an unknown role; and with tools on
+ * the ChatML fallback (BRIGADE_ERR_UNSUPPORTED). opts may be NULL. */
+brigade_status brigade_chat_render(const brigade_chat_template *tmpl,
+                                   const brigade_chat_message *messages, size_t n_messages,
+                                   const brigade_chat_options *opts, brigade_chat_prompt *out,
+                                   brigade_error *err);
+void brigade_chat_prompt_free(brigade_chat_prompt *prompt);
+
+/* Streaming parser of what the model generates after a rendered prompt:
+ * splits reasoning (<think>...</think>, also when the prompt itself opened
+ * the block) from content and extracts tool calls, from chunks of any size
+ * (down to single bytes that split tags and UTF-8 characters). Text is
+ * released only once it cannot be part of a tag, and never splits a UTF-8
+ * character. Reasoning and content are trimmed of surrounding whitespace
+ * (as the templates do when the message is rendered again). Tool calls are
+ * recognized only when options give tools; qwen3.5 parameter values become
+ * JSON when the tool's schema types allow it and they parse (True, False,
+ * None as the template writes them are read as JSON), strings otherwise.
+ * Malformed markup is kept as content; it is never an error. */
+typedef struct brigade_chat_parser brigade_chat_parser;
+
+typedef struct brigade_chat_delta {
+    const char *reasoning; /* new reasoning text (not NUL-terminated) */
+    size_t reasoning_len;
+    const char *content;   /* new content text (not NUL-terminated) */
+    size_t content_len;
+    const brigade_chat_tool_call *tool_calls; /* calls completed by this step */
+    size_t n_tool_calls;
+} brigade_chat_delta;
+
+/* opts: the ones the prompt was rendered with (add_generation_prompt and
+ * disable_thinking tell whether the output starts inside <think>; tools
+ * enable tool calls and give parameter types). */
+brigade_status brigade_chat_parser_new(const brigade_chat_template *tmpl,
+                                       const brigade_chat_options *opts,
+                                       brigade_chat_parser **out, brigade_error *err);
+/* delta (may be NULL) points into the parser: valid until its next call. */
+brigade_status brigade_chat_parser_feed(brigade_chat_parser *parser, const char *text,
+                                        size_t len, brigade_chat_delta *delta,
+                                        brigade_error *err);
+/* End of output: releases what was held back (an unclosed tool call that
+ * parses is still a call). Feeding after finish is an error. */
+brigade_status brigade_chat_parser_finish(brigade_chat_parser *parser,
+                                          brigade_chat_delta *delta, brigade_error *err);
+/* Everything parsed so far as one assistant message (reasoning_content NULL
+ * if there was no thinking block; tool call ids NULL), ready to be rendered
+ * again. Valid until the parser's next call. */
+const brigade_chat_message *brigade_chat_parser_message(const brigade_chat_parser *parser);
+void brigade_chat_parser_free(brigade_chat_parser *parser);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,68 @@
+#include "matmul.h"
+
+#include <string.h>
+
+#include "quant.h"
+#include "types.h"
+
+bg_matrix bg_matrix_of(const brigade_tensor_info *t, uint64_t expert)
+{
+    bg_matrix m = {.type = t->type, .n_in = t->ne[0], .n_out = t->ne[1]};
+    bg_type_row_bytes((bg_type)t->type, t->ne[0], &m.row_bytes);
+    m.data = (const uint8_t *)t->data + expert * m.n_out * m.row_bytes;
+    return m;
+}
+
+size_t bg_matvec_scratch(uint64_t n_in)
+{
+    /* f32 is the widest dot format: 4 bytes an element */
+    return (size_t)n_in * 4 + 64;
+}
+
+typedef struct matvec_job {
+    const bg_matrix *w;
+    const bg_quant_ops *ops;
+    const void *xq;
+    float *y;
+    uint64_t rows_per_task;
+} matvec_job;
+
+static void matvec_task(void *ctx, int64_t task, unsigned worker)
+{
+    (void)worker;
+    const matvec_job *j = ctx;
+    uint64_t r0 = (uint64_t)task * j->rows_per_task;
+    uint64_t r1 = r0 + j->rows_per_task < j->w->n_out ? r0 + j->rows_per_task : j->w->n_out;
+    for (uint64_t r = r0; r < r1; r++)
+        j->y[r] = j->ops->dot((int64_t)j->w->n_in, j->w->data + r * j->w->row_bytes, j->xq);
+}
+
+void bg_matvec(bg_pool *pool, const bg_matrix *w, const float *x, float *y, void *scratch)
+{
+    const bg_quant_ops *ops = bg_quant_ops_get((bg_type)w->type);
+    const void *xq = x;
+    if (ops->dot_type != BG_TYPE_F32) {
+        bg_quant_ops_get(ops->dot_type)->quantize(x, scratch, (int64_t)w->n_in);
+        xq = scratch;
+    }
+    matvec_job j = {w, ops, xq, y, 0};
+    unsigned n_threads = pool ? bg_pool_threads(pool) : 1;
+    /* Several tasks a thread balance uneven progress; small matrices stay whole. */
+    uint64_t tasks = w->n_out < 64 ? 1 : (uint64_t)n_threads * 4;
+    j.rows_per_task = (w->n_out + tasks - 1) / tasks;
+    tasks = (w->n_out + j.rows_per_task - 1) / j.rows_per_task;
+    if (pool)
+        bg_pool_run(pool, (int64_t)tasks, matvec_task, &j);
+    else
+        for (uint64_t t = 0; t < tasks; t++)
+            matvec_task(&j, (int64_t)t, 0);
+}
+
+void bg_matrix_row(const bg_matrix *w, uint64_t r, float *out)
+{
+    const uint8_t *row = w->data + r * w->row_bytes;
+    if (w->type == BG_TYPE_F32)
+        memcpy(out, row, w->n_in * sizeof(float));
+    else
+        bg_quant_ops_get((bg_type)w->type)->dequantize(row, out, (int64_t)w->n_in);
+}

@@ -1,0 +1,209 @@
+/* Sessions: state allocation and the token loop around the per-architecture
+ * layers. Every buffer is allocated once, when the session is created. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "ops.h"
+#include "session.h"
+
+static uint64_t max3(uint64_t a, uint64_t b, uint64_t c)
+{
+    uint64_t m = a > b ? a : b;
+    return m > c ? m : c;
+}
+
+/* Each allocation is checked at the end: a NULL anywhere fails the session. */
+typedef struct allocs {
+    bool failed;
+    uint64_t bytes;
+} allocs;
+
+static void *alloc_floats(allocs *a, uint64_t n)
+{
+    if (n > SIZE_MAX / sizeof(float)) {
+        a->failed = true;
+        return NULL;
+    }
+    void *p = calloc(n ? (size_t)n : 1, sizeof(float));
+    a->failed |= p == NULL;
+    a->bytes += n * sizeof(float);
+    return p;
+}
+
+static brigade_status alloc_state(brigade_session *s, brigade_error *err)
+{
+    const bg_hparams *hp = s->hp;
+    allocs a = {0};
+    const uint64_t kv_dim = (uint64_t)hp->n_head_kv * hp->head_dim;
+    const uint64_t S = hp->ssm_state_size;
+    const uint64_t key_dim = S * hp->ssm_group_count, value_dim = S * hp->ssm_time_step_rank;
+    const uint64_t conv_dim = 2 * key_dim + value_dim;
+    s->layers = calloc(hp->n_layers, sizeof *s->layers);
+    if (!s->layers)
+        return bg_fail(err, BRIGADE_ERR_NOMEM, "out of memory for %u layers", hp->n_layers);
+    for (uint32_t il = 0; il < hp->n_layers; il++) {
+        bg_layer_state *st = &s->layers[il];
+        if (bg_hparams_is_recurrent(hp, il)) {
+            st->conv = alloc_floats(&a, conv_dim * (hp->ssm_conv_kernel - 1));
+            st->ssm = alloc_floats(&a, (uint64_t)hp->ssm_time_step_rank * S * S);
+        } else {
+            st->k_cache = alloc_floats(&a, (uint64_t)s->n_ctx * kv_dim);
+            st->v_cache = alloc_floats(&a, (uint64_t)s->n_ctx * kv_dim);
+        }
+    }
+    const uint64_t qh = (uint64_t)hp->n_head * hp->head_dim;
+    s->x = alloc_floats(&a, hp->n_embd);
+    s->xn = alloc_floats(&a, hp->n_embd);
+    s->out = alloc_floats(&a, hp->n_embd);
+    s->q = alloc_floats(&a, max3(2 * qh, conv_dim, 1));
+    s->k = alloc_floats(&a, kv_dim);
+    s->v = alloc_floats(&a, kv_dim);
+    s->attn = alloc_floats(&a, max3(qh, value_dim, 1));
+    s->gate = alloc_floats(&a, max3(qh, value_dim, 1));
+    s->scores = alloc_floats(&a, s->n_ctx);
+    s->router = alloc_floats(&a, hp->n_expert);
+    s->ff_gate = alloc_floats(&a, max3(hp->n_ff_exp, hp->n_ff_shexp, 1));
+    s->ff_up = alloc_floats(&a, max3(hp->n_ff_exp, hp->n_ff_shexp, hp->n_embd));
+    s->heads = alloc_floats(&a, 4 * (uint64_t)hp->ssm_time_step_rank + 4);
+    uint64_t max_in = max3(hp->n_embd, max3(qh, value_dim, hp->n_ff_exp), hp->n_ff_shexp);
+    s->xq = malloc(bg_matvec_scratch(max_in));
+    s->chosen = calloc(hp->n_expert_used, sizeof *s->chosen);
+    if (a.failed || !s->xq || !s->chosen)
+        return bg_fail(err, BRIGADE_ERR_NOMEM,
+                       "out of memory for the session state (%llu bytes for a context of %u)",
+                       (unsigned long long)a.bytes, s->n_ctx);
+    return BRIGADE_OK;
+}
+
+brigade_status brigade_session_new(const brigade_model *model, const brigade_session_options *opts,
+                                   brigade_session **out, brigade_error *err)
+{
+    *out = NULL;
+    brigade_session *s = calloc(1, sizeof *s);
+    if (!s)
+        return bg_fail(err, BRIGADE_ERR_NOMEM, "out of memory");
+    s->model = model;
+    s->hp = &model->hp;
+    s->n_ctx = opts && opts->n_ctx ? opts->n_ctx
+                                   : (model->hp.n_ctx_train < 4096 ? model->hp.n_ctx_train : 4096);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned threads = opts && opts->n_threads ? opts->n_threads : (cores > 0 ? (unsigned)cores : 1);
+    brigade_status st = BRIGADE_OK;
+    if (s->n_ctx == 0 || s->n_ctx > (1u << 24))
+        st = bg_fail(err, BRIGADE_ERR_ARG, "context size %u outside 1..%u", s->n_ctx, 1u << 24);
+    else if (threads > 1024)
+        st = bg_fail(err, BRIGADE_ERR_ARG, "%u threads is more than 1024", threads);
+    if (!st && !(s->pool = bg_pool_new(threads)))
+        st = bg_fail(err, BRIGADE_ERR_NOMEM, "cannot start %u threads", threads);
+    if (!st)
+        st = alloc_state(s, err);
+    if (st) {
+        brigade_session_free(s);
+        return st;
+    }
+    *out = s;
+    return BRIGADE_OK;
+}
+
+void brigade_session_free(brigade_session *s)
+{
+    if (!s)
+        return;
+    for (uint32_t il = 0; s->layers && il < s->hp->n_layers; il++) {
+        free(s->layers[il].k_cache);
+        free(s->layers[il].v_cache);
+        free(s->layers[il].conv);
+        free(s->layers[il].ssm);
+    }
+    free(s->layers);
+    float *bufs[] = {s->x,      s->xn,     s->out,     s->q,     s->k,    s->v,    s->attn,
+                     s->gate,   s->scores, s->router,  s->ff_gate, s->ff_up, s->heads};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+        free(bufs[i]);
+    free(s->xq);
+    free(s->chosen);
+    bg_pool_free(s->pool);
+    free(s);
+}
+
+void brigade_session_reset(brigade_session *s)
+{
+    const bg_hparams *hp = s->hp;
+    const uint64_t S = hp->ssm_state_size;
+    const uint64_t conv_dim = 2 * S * hp->ssm_group_count + S * hp->ssm_time_step_rank;
+    for (uint32_t il = 0; il < hp->n_layers; il++) {
+        bg_layer_state *st = &s->layers[il];
+        if (st->conv) {
+            memset(st->conv, 0, conv_dim * (hp->ssm_conv_kernel - 1) * sizeof(float));
+            memset(st->ssm, 0, hp->ssm_time_step_rank * S * S * sizeof(float));
+        }
+    }
+    s->n_past = 0; /* the KV cache is overwritten position by position */
+}
+
+uint32_t brigade_session_n_ctx(const brigade_session *s) { return s->n_ctx; }
+uint32_t brigade_session_n_past(const brigade_session *s) { return s->n_past; }
+
+static bool all_finite(const float *x, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return false;
+    return true;
+}
+
+static brigade_status eval_token(brigade_session *s, int32_t token, float *logits,
+                                 brigade_error *err)
+{
+    const bg_hparams *hp = s->hp;
+    const brigade_model *m = s->model;
+    uint32_t pos = s->n_past;
+    bg_matrix embd = bg_matrix_of(m->global.t[BG_ROLE_TOKEN_EMBD], 0);
+    bg_matrix_row(&embd, (uint64_t)token, s->x);
+    for (uint32_t il = 0; il < hp->n_layers; il++) {
+        if (hp->arch == BG_ARCH_QWEN35MOE)
+            bg_qwen35moe_layer(s, il, pos);
+        else
+            bg_qwen3moe_layer(s, il, pos);
+        if (!all_finite(s->x, hp->n_embd))
+            return bg_fail(err, BRIGADE_ERR_FORMAT,
+                           "NaN or Inf in the hidden state after layer %u at position %u "
+                           "(token %d): the weights are damaged or out of range",
+                           il, pos, token);
+    }
+    s->n_past++;
+    if (!logits)
+        return BRIGADE_OK;
+    bg_rmsnorm(s->xn, s->x, m->global.t[BG_ROLE_OUTPUT_NORM]->data, hp->n_embd, hp->rms_eps);
+    bg_project(s, m->global.t[BG_ROLE_OUTPUT], s->xn, logits);
+    if (!all_finite(logits, hp->n_vocab))
+        return bg_fail(err, BRIGADE_ERR_FORMAT, "NaN or Inf in the logits at position %u", pos);
+    return BRIGADE_OK;
+}
+
+brigade_status brigade_session_eval(brigade_session *s, const int32_t *tokens, size_t n,
+                                    bool all_logits, float *logits, brigade_error *err)
+{
+    if (n > s->n_ctx - s->n_past)
+        return bg_fail(err, BRIGADE_ERR_ARG,
+                       "%zu tokens do not fit: %u of the context's %u positions are used", n,
+                       s->n_past, s->n_ctx);
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= s->hp->n_vocab)
+            return bg_fail(err, BRIGADE_ERR_ARG, "token %zu is %d, outside the vocabulary of %u",
+                           i, tokens[i], s->hp->n_vocab);
+    for (size_t i = 0; i < n; i++) {
+        float *dst = NULL;
+        if (logits && all_logits)
+            dst = logits + i * (size_t)s->hp->n_vocab;
+        else if (logits && i + 1 == n)
+            dst = logits;
+        brigade_status st = eval_token(s, tokens[i], dst, err);
+        if (st)
+            return st;
+    }
+    return BRIGADE_OK;
+}
