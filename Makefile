@@ -64,8 +64,11 @@ oracle: $(ORACLE)/stamp
 $(ORACLE)/stamp: scripts/setup-oracle.sh
 	ORACLE_DIR=$(ORACLE) sh scripts/setup-oracle.sh
 
+# The chat-template test renders the real Jinja templates with Python's jinja2.
+PYTHON ?= $(shell for p in python3 /usr/bin/python3; do $$p -c 'import jinja2' 2>/dev/null && { echo $$p; break; }; done)
+
 test: all $(UNIT_BIN) $(ORACLE_BIN)
-	BRIGADE=$(BUILD)/brigade ORACLE_SRC_DIR=$(abspath $(ORACLE_SRCDIR)) \
+	BRIGADE=$(BUILD)/brigade ORACLE_SRC_DIR=$(abspath $(ORACLE_SRCDIR)) PYTHON="$(PYTHON)" \
 	    sh tests/run.sh $(UNIT_BIN) $(ORACLE_BIN) tests/cli_*.sh
 
 FUZZ_CFLAGS := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined \

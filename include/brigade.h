@@ -224,6 +224,88 @@ brigade_status brigade_synth(const char *out_path, const brigade_synth_options *
 /* ---------------------------------------------------------------- tokenizer */
 /* (section owned by the tokenizer module: src/tokenizer*.c) */
 
+/* A byte-level BPE vocabulary (tokenizer.ggml.model "gpt2"): tokens, merges,
+ * special tokens and the pre-tokenizer named by tokenizer.ggml.pre (qwen35,
+ * qwen2, llama-bpe, gpt-2). Tokenizing gives the ids llama.cpp gives, for
+ * any bytes. Read-only once loaded: use it from any number of threads. */
+typedef struct brigade_vocab brigade_vocab;
+
+/* Kinds of token, numbered as tokenizer.ggml.token_type, after the
+ * overrides llama.cpp makes by text (e.g. "<|im_end|>" is always CONTROL). */
+typedef enum brigade_token_kind {
+    BRIGADE_TOKEN_UNDEFINED = 0,
+    BRIGADE_TOKEN_NORMAL = 1,
+    BRIGADE_TOKEN_UNKNOWN = 2,
+    BRIGADE_TOKEN_CONTROL = 3,      /* found in text only with parse_special */
+    BRIGADE_TOKEN_USER_DEFINED = 4, /* always found in text */
+    BRIGADE_TOKEN_UNUSED = 5,
+    BRIGADE_TOKEN_BYTE = 6,
+} brigade_token_kind;
+
+typedef struct brigade_special_tokens {
+    int32_t bos, eos, eot, pad, unk; /* -1: none. eot, when the file names
+                                        none, is found by text as llama.cpp
+                                        does ("<|im_end|>", "<|eot_id|>"...) */
+    bool add_bos, add_eos;           /* what tokenizing with add_special adds */
+} brigade_special_tokens;
+
+/* Reads and validates the tokenizer.* metadata of an open file (which may
+ * be closed afterwards). A file without a tokenizer, another tokenizer
+ * model or an unknown pre-tokenizer is an error naming what it found. */
+brigade_status brigade_vocab_load(const brigade_gguf *file, brigade_vocab **out,
+                                  brigade_error *err);
+void brigade_vocab_free(brigade_vocab *vocab);
+
+int32_t brigade_vocab_n_tokens(const brigade_vocab *vocab);
+brigade_special_tokens brigade_vocab_specials(const brigade_vocab *vocab);
+/* The pre-tokenizer's name, as tokenizer.ggml.pre spells it. */
+const char *brigade_vocab_pre(const brigade_vocab *vocab);
+brigade_token_kind brigade_vocab_token_kind(const brigade_vocab *vocab, int32_t id);
+/* A token's text as stored (GPT-2 byte encoding: "\xc4\xa0the" for " the");
+ * empty for an id outside the vocabulary. */
+brigade_string brigade_vocab_token_text(const brigade_vocab *vocab, int32_t id);
+/* The token whose stored text is exactly text[0..len), or -1. */
+int32_t brigade_vocab_find(const brigade_vocab *vocab, const char *text, size_t len);
+/* Whether a token ends generation (eos, eot and llama.cpp's list by text). */
+bool brigade_vocab_is_eog(const brigade_vocab *vocab, int32_t id);
+
+/* Tokenizes len bytes of text (any bytes: malformed UTF-8 is handled as
+ * llama.cpp handles it). add_special: add BOS/EOS where the vocabulary asks
+ * for them. parse_special: control tokens written in the text ("<|im_end|>")
+ * become their ids; without it they are tokenized as plain text.
+ * User-defined tokens are always recognised. *n is the full count even when
+ * it exceeds cap (then only the first cap ids are written: call again with
+ * room for *n); ids may be NULL when cap is 0. */
+brigade_status brigade_tokenize(const brigade_vocab *vocab, const char *text, size_t len,
+                                bool add_special, bool parse_special, int32_t *ids, size_t cap,
+                                size_t *n, brigade_error *err);
+
+/* The bytes a token stands for (not NUL-terminated; they live as long as
+ * the vocabulary). Control and unknown tokens render as their text only
+ * when special is set, otherwise as nothing; user-defined tokens always do.
+ * A piece may hold part of a UTF-8 character. Empty for an id outside the
+ * vocabulary. */
+brigade_string brigade_token_piece(const brigade_vocab *vocab, int32_t id, bool special);
+
+/* Turns a stream of tokens into text that never ends inside a character:
+ * bytes are given out as soon as they complete UTF-8 characters, and the
+ * start of a character is held until the tokens that finish it arrive.
+ * Bytes that cannot become a character are given out as they are. */
+typedef struct brigade_detok brigade_detok;
+
+brigade_status brigade_detok_create(const brigade_vocab *vocab, bool special,
+                                    brigade_detok **out, brigade_error *err);
+/* Adds one token. *text, *len: the bytes now ready (possibly none), valid
+ * until the next call on d. An id outside the vocabulary is an error. */
+brigade_status brigade_detok_push(brigade_detok *d, int32_t id, const char **text, size_t *len,
+                                  brigade_error *err);
+/* At the end of the stream: the bytes still held (an unfinished character),
+ * and back to an empty state. */
+void brigade_detok_flush(brigade_detok *d, const char **text, size_t *len);
+/* Drops anything held, for a new stream. */
+void brigade_detok_reset(brigade_detok *d);
+void brigade_detok_free(brigade_detok *d);
+
 /* ----------------------------------------------------------- chat templates */
 /* (section owned by the chat module: src/chat*.c)
  *
@@ -240,7 +322,9 @@ brigade_status brigade_synth(const char *out_path, const brigade_synth_options *
  * Recognition: a template whose text (trailing whitespace aside) hashes to a
  * known official one is used without a warning; otherwise the markers of a
  * family (see brigade_chat_template_from_string) select it with a warning
- * that the text differs; anything else is ChatML with a warning. */
+ * that the text differs; anything else is ChatML with a warning.
+ * A template is read-only once made: several threads may render with it and
+ * create parsers from it at once (each parser belongs to one thread). */
 
 typedef enum brigade_chat_family {
     BRIGADE_CHAT_CHATML = 0,
@@ -292,8 +376,10 @@ brigade_status brigade_chat_template_from_gguf(const brigade_gguf *file,
                                                brigade_error *err);
 /* From template text (len bytes; NULL text: no template). Markers when the
  * hash is not a known one: qwen3.5 needs "<|im_start|>", "<think>",
- * "enable_thinking", "<tool_call>", "<function=" and "<parameter="; qwen3
- * the same without "<function=" (JSON tool calls). */
+ * "enable_thinking", "reasoning_content", "<tool_call>", "<function=" and
+ * "<parameter="; qwen3 the same without "<function=" (JSON tool calls).
+ * So Qwen3-Coder (no thinking), QwQ and Qwen2.5 (no reasoning_content)
+ * fall back to ChatML. */
 brigade_status brigade_chat_template_from_string(const char *text, size_t len,
                                                  brigade_chat_template **out,
                                                  brigade_error *err);
@@ -328,9 +414,13 @@ void brigade_chat_prompt_free(brigade_chat_prompt *prompt);
  * released only once it cannot be part of a tag, and never splits a UTF-8
  * character. Reasoning and content are trimmed of surrounding whitespace
  * (as the templates do when the message is rendered again). Tool calls are
- * recognized only when options give tools; qwen3.5 parameter values become
- * JSON when the tool's schema types allow it and they parse (True, False,
- * None as the template writes them are read as JSON), strings otherwise.
+ * recognized only when options give tools (as llama.cpp does). Arguments
+ * come back as JSON text of an object: qwen3 keeps the model's own JSON
+ * text; qwen3.5 builds {"param":value,...} where a value is JSON when the
+ * parameter's schema allows a non-string type and the text parses as one
+ * (the template's own True / False / None spellings included; a parameter
+ * without a schema type: any non-string JSON), else the text as a string,
+ * minus the newline after <parameter=...> and before </parameter>.
  * Malformed markup is kept as content; it is never an error. */
 typedef struct brigade_chat_parser brigade_chat_parser;
 

@@ -10,6 +10,9 @@ pkgs="build-essential pkg-config libjansson-dev libpcre2-dev git"
 pkgs="$pkgs clang libclang-rt-dev"
 # The test oracle comes from npm; keep an existing Node.js installation.
 command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
+# The chat-template tests render the real templates with Python's jinja2.
+python3 -c 'import jinja2' 2>/dev/null || /usr/bin/python3 -c 'import jinja2' 2>/dev/null ||
+    pkgs="$pkgs python3-jinja2"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

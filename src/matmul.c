@@ -42,7 +42,7 @@ void bg_matvec(bg_pool *pool, const bg_matrix *w, const float *x, float *y, void
     const bg_quant_ops *ops = bg_quant_ops_get((bg_type)w->type);
     const void *xq = x;
     if (ops->dot_type != BG_TYPE_F32) {
-        bg_quant_ops_get(ops->dot_type)->quantize(x, scratch, (int64_t)w->n_in);
+        bg_quant_ops_get(ops->dot_type)->quantize_activations(x, scratch, (int64_t)w->n_in);
         xq = scratch;
     }
     matvec_job j = {w, ops, xq, y, 0};

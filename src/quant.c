@@ -359,10 +359,41 @@ static void quantize_q8_1(const float *src, void *dst, int64_t n)
     }
 }
 
+/* One block of activations as ggml's x86 CPU code quantizes it: d = amax/127,
+ * codes round(x * (127/amax)) with ties to even. Returns d unrounded. */
+static float activation_q8_block(const float *x, uint16_t *d_out, int8_t *qs)
+{
+    float amax = 0;
+    for (int i = 0; i < BG_QK; i++)
+        amax = fmaxf(amax, fabsf(x[i]));
+    const float d = amax / 127.f;
+    const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+    *d_out = bg_f32_to_f16(d);
+    for (int i = 0; i < BG_QK; i++)
+        qs[i] = (int8_t)nearbyintf(x[i] * id); /* default rounding: half to even */
+    return d;
+}
+
+static void activations_q8_0(const float *src, void *dst, int64_t n)
+{
+    bg_block_q8_0 *y = dst;
+    for (int64_t b = 0; b < n / BG_QK; b++)
+        activation_q8_block(src + b * BG_QK, &y[b].d, y[b].qs);
+}
+
+static void activations_q8_1(const float *src, void *dst, int64_t n)
+{
+    bg_block_q8_1 *y = dst;
+    for (int64_t b = 0; b < n / BG_QK; b++) {
+        const float d = activation_q8_block(src + b * BG_QK, &y[b].d, y[b].qs);
+        y[b].s = bg_f32_to_f16(d * (float)sum_i8(y[b].qs, BG_QK));
+    }
+}
+
 /* Weights in a 32-element format against Q8_0 activations, or Q8_1 for
- * formats with a min. The min term uses the exact sum of the activation
- * codes, not Q8_1's s (an fp16 rounding of it): kernels that use s, as
- * ggml's do, differ from this by up to 2^-11 |m * s| per block. */
+ * formats with a min. The min term uses Q8_1's s (d times the sum of the
+ * codes, rounded to fp16) as ggml does, so results follow its rounding: it
+ * differs from the exact sum by up to 2^-11 |m * s| per block. */
 static float legacy_dot(const legacy_format *f, int64_t n, const void *w, const void *a)
 {
     const legacy_format *af = f->off_m ? &fmt_q8_1 : &fmt_q8_0;
@@ -374,7 +405,7 @@ static float legacy_dot(const legacy_format *f, int64_t n, const void *w, const 
         legacy_decode(af, ab, &qa);
         sum += (double)qw.d * qa.d * dot_i8(qw.v, qa.v, BG_QK);
         if (qw.has_min)
-            sum += (double)qw.m * qa.d * sum_i8(qa.v, BG_QK);
+            sum += (double)qw.m * bg_f16_to_f32(((const bg_block_q8_1 *)(const void *)ab)->s);
     }
     return (float)sum;
 }
@@ -952,7 +983,11 @@ static void dequantize_q8_K(const void *s, float *d, int64_t n)
 }
 
 #define OPS(T, DT, name, dot)                                                            \
-    [BG_TYPE_##T] = {BG_TYPE_##T, BG_TYPE_##DT, dequantize_##name, quantize_##name, dot}
+    [BG_TYPE_##T] = {BG_TYPE_##T, BG_TYPE_##DT, dequantize_##name, quantize_##name,          \
+                     quantize_##name, dot}
+#define OPS_ACT(T, DT, name, dot)                                                        \
+    [BG_TYPE_##T] = {BG_TYPE_##T, BG_TYPE_##DT, dequantize_##name, quantize_##name,          \
+                     activations_##name, dot}
 
 static const bg_quant_ops ops_table[BG_TYPE_COUNT] = {
     OPS(F32, F32, f32, dot_f32),
@@ -962,8 +997,8 @@ static const bg_quant_ops ops_table[BG_TYPE_COUNT] = {
     OPS(Q4_1, Q8_1, q4_1, dot_q4_1),
     OPS(Q5_0, Q8_0, q5_0, dot_q5_0),
     OPS(Q5_1, Q8_1, q5_1, dot_q5_1),
-    OPS(Q8_0, Q8_0, q8_0, dot_q8_0),
-    OPS(Q8_1, Q8_1, q8_1, NULL),
+    OPS_ACT(Q8_0, Q8_0, q8_0, dot_q8_0),
+    OPS_ACT(Q8_1, Q8_1, q8_1, NULL),
     OPS(Q4_K, Q8_K, q4_K, dot_q4_K),
     OPS(Q5_K, Q8_K, q5_K, dot_q5_K),
     OPS(Q6_K, Q8_K, q6_K, dot_q6_K),

@@ -137,6 +137,11 @@ typedef struct bg_quant_ops {
     void (*dequantize)(const void *src, float *dst, int64_t n);
     /* Reference quantization, no importance matrix. */
     void (*quantize)(const float *src, void *dst, int64_t n);
+    /* How llama.cpp's CPU backend converts activations to this format
+     * before dot products. For Q8_0 and Q8_1 its x86 code scales by
+     * 127/amax and rounds half to even, unlike the reference (1/d, half
+     * away from zero); elsewhere it is the reference. */
+    void (*quantize_activations)(const float *src, void *dst, int64_t n);
     /* Dot product of n weights in `type` with n activations in dot_type.
      * Per-block integer sums are exact, scales are applied and summed in
      * double, and the total is rounded to float once. NULL where ggml has
