@@ -15,6 +15,7 @@ typedef struct command {
 static const command commands[] = {
     {"info", cmd_info, "show a GGUF file: metadata, tokenizer, tensors, sizes"},
     {"synth", cmd_synth, "write a synthetic model with a real geometry and random weights"},
+    {"eval", cmd_eval, "evaluate token ids and write the logits of every position"},
 };
 
 static void usage(FILE *out)
