@@ -179,10 +179,23 @@ uint64_t brigade_model_weight_bytes(const brigade_model *model);
  * and the scratch buffers, all allocated when it is created. */
 typedef struct brigade_session brigade_session;
 
+/* Element types of the KV cache; f16 is the default, as in llama.cpp. */
+typedef enum brigade_cache_type {
+    BRIGADE_CACHE_F16 = 0,
+    BRIGADE_CACHE_F32,
+    BRIGADE_CACHE_Q8_0,
+    BRIGADE_CACHE_Q4_0,
+} brigade_cache_type;
+
 typedef struct brigade_session_options {
     uint32_t n_ctx;     /* context length; 0: min(model's training context, 4096) */
     uint32_t n_threads; /* 0: every online core */
+    brigade_cache_type cache_type_k, cache_type_v; /* llama.cpp's -ctk/-ctv */
 } brigade_session_options;
+
+/* "f16", "f32", "q8_0", "q4_0" (any case); false if unknown. */
+bool brigade_cache_type_from_name(const char *name, brigade_cache_type *out);
+const char *brigade_cache_type_name(brigade_cache_type type);
 
 brigade_status brigade_session_new(const brigade_model *model, const brigade_session_options *opts,
                                    brigade_session **out, brigade_error *err);
@@ -200,6 +213,53 @@ uint32_t brigade_session_n_past(const brigade_session *session);
  * computation is reported with the layer where it first appeared. */
 brigade_status brigade_session_eval(brigade_session *session, const int32_t *tokens, size_t n,
                                     bool all_logits, float *logits, brigade_error *err);
+
+/* ---------------------------------------------------------------- sampling */
+
+/* Choosing the next token from a row of logits, as llama.cpp's default chain
+ * does: penalties -> top-k -> top-p -> min-p -> temperature -> a random draw
+ * from what is left. Names, meanings and defaults are llama.cpp's
+ * (brigade_sampling_defaults). The draws come from brigade's own generator:
+ * the same seed gives the same tokens, though not llama.cpp's. */
+typedef struct brigade_sampling_options {
+    float temp;              /* 0.8; <= 0: greedy, the most likely token after penalties */
+    int32_t top_k;           /* 40; keep the k most likely tokens; 0: off */
+    float top_p;             /* 0.95; keep the most likely tokens until their probabilities
+                              * add up to at least top_p; in (0, 1], 1: off */
+    float min_p;             /* 0.05; drop tokens less likely than min_p times the most
+                              * likely one; in [0, 1], 0: off */
+    int32_t min_keep;        /* 0; top-p and min-p keep at least this many tokens */
+    float repeat_penalty;    /* 1.0 (off); > 0: a recent token's logit is divided by it
+                              * when positive, multiplied by it when not */
+    float presence_penalty;  /* 0; subtracted once from a recent token's logit */
+    float frequency_penalty; /* 0; subtracted per occurrence in the recent tokens */
+    int32_t penalty_last_n;  /* 64; how many accepted tokens count as recent; 0: off */
+    uint64_t seed;           /* 0; the random draws' seed */
+} brigade_sampling_options;
+
+/* llama.cpp's defaults, listed above. */
+brigade_sampling_options brigade_sampling_defaults(void);
+
+/* A sampler holds its options, the recent tokens for the penalties, the
+ * random generator and candidate buffers for the whole vocabulary, all
+ * allocated when it is made: sampling allocates nothing. One thread at a
+ * time. */
+typedef struct brigade_sampler brigade_sampler;
+
+/* opts NULL: the defaults. Options outside their ranges (above), NaN or
+ * infinite, are refused with BRIGADE_ERR_ARG naming the option. */
+brigade_status brigade_sampler_new(const brigade_sampling_options *opts, int32_t n_vocab,
+                                   brigade_sampler **out, brigade_error *err);
+void brigade_sampler_free(brigade_sampler *s);
+/* Records a token of the sequence for the penalties: the prompt's tokens
+ * and each token generated (sampling does not record what it chose). */
+brigade_status brigade_sampler_accept(brigade_sampler *s, int32_t token, brigade_error *err);
+/* Chooses a token from n_vocab logits, which are not modified. Fails on a
+ * NaN or +inf logit, or when every logit is -inf. */
+brigade_status brigade_sampler_sample(brigade_sampler *s, const float *logits,
+                                      int32_t *token_out, brigade_error *err);
+/* Forgets the recent tokens and restarts the random draws from the seed. */
+void brigade_sampler_reset(brigade_sampler *s);
 
 /* --------------------------------------------------------- synthetic models */
 

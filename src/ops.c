@@ -72,3 +72,20 @@ void bg_rope_neox(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, in
         }
     }
 }
+
+void bg_hadamard(float *x, int64_t len, int64_t n)
+{
+    const float scale = 1.0f / sqrtf((float)n);
+    for (int64_t c = 0; c + n <= len; c += n) {
+        float *v = x + c;
+        for (int64_t j = 0; j < n; j++)
+            v[j] *= scale;
+        for (int64_t span = 1; span < n; span <<= 1)
+            for (int64_t i = 0; i < n; i += 2 * span)
+                for (int64_t j = i; j < i + span; j++) {
+                    const float a = v[j], b = v[j + span];
+                    v[j] = a + b;
+                    v[j + span] = a - b;
+                }
+    }
+}

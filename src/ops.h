@@ -26,4 +26,9 @@ void bg_softmax(float *x, int64_t n, float scale);
 void bg_rope_neox(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos,
                   float freq_base);
 
+/* Orthonormal Walsh-Hadamard transform of each chunk of n (a power of two)
+ * in x[0..len): scaled by 1/sqrt(n) first, then butterflies of growing
+ * span, as ggml's CPU transform. Its own inverse. */
+void bg_hadamard(float *x, int64_t len, int64_t n);
+
 #endif

@@ -3,11 +3,13 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "error.h"
 #include "ops.h"
 #include "session.h"
+#include "types.h"
 
 static uint64_t max3(uint64_t a, uint64_t b, uint64_t c)
 {
@@ -20,6 +22,14 @@ typedef struct allocs {
     bool failed;
     uint64_t bytes;
 } allocs;
+
+static void *alloc_bytes(allocs *a, uint64_t n)
+{
+    void *p = n <= SIZE_MAX ? calloc(n ? (size_t)n : 1, 1) : NULL;
+    a->failed |= p == NULL;
+    a->bytes += n;
+    return p;
+}
 
 static void *alloc_floats(allocs *a, uint64_t n)
 {
@@ -50,8 +60,8 @@ static brigade_status alloc_state(brigade_session *s, brigade_error *err)
             st->conv = alloc_floats(&a, conv_dim * (hp->ssm_conv_kernel - 1));
             st->ssm = alloc_floats(&a, (uint64_t)hp->ssm_time_step_rank * S * S);
         } else {
-            st->k_cache = alloc_floats(&a, (uint64_t)s->n_ctx * kv_dim);
-            st->v_cache = alloc_floats(&a, (uint64_t)s->n_ctx * kv_dim);
+            st->k_cache = alloc_bytes(&a, (uint64_t)s->n_ctx * s->k_row_bytes);
+            st->v_cache = alloc_bytes(&a, (uint64_t)s->n_ctx * s->v_row_bytes);
         }
     }
     const uint64_t qh = (uint64_t)hp->n_head * hp->head_dim;
@@ -63,18 +73,86 @@ static brigade_status alloc_state(brigade_session *s, brigade_error *err)
     s->v = alloc_floats(&a, kv_dim);
     s->attn = alloc_floats(&a, max3(qh, value_dim, 1));
     s->gate = alloc_floats(&a, max3(qh, value_dim, 1));
-    s->scores = alloc_floats(&a, s->n_ctx);
+    s->acc = alloc_floats(&a, hp->head_dim);
+    s->vrow = alloc_floats(&a, hp->head_dim);
+    s->kv_tmp = alloc_floats(&a, 2 * kv_dim);
     s->router = alloc_floats(&a, hp->n_expert);
     s->ff_gate = alloc_floats(&a, max3(hp->n_ff_exp, hp->n_ff_shexp, 1));
     s->ff_up = alloc_floats(&a, max3(hp->n_ff_exp, hp->n_ff_shexp, hp->n_embd));
     s->heads = alloc_floats(&a, 4 * (uint64_t)hp->ssm_time_step_rank + 4);
     uint64_t max_in = max3(hp->n_embd, max3(qh, value_dim, hp->n_ff_exp), hp->n_ff_shexp);
+    if (max_in < hp->head_dim)
+        max_in = hp->head_dim; /* queries converted for the K-cache dot */
     s->xq = malloc(bg_matvec_scratch(max_in));
     s->chosen = calloc(hp->n_expert_used, sizeof *s->chosen);
     if (a.failed || !s->xq || !s->chosen)
         return bg_fail(err, BRIGADE_ERR_NOMEM,
                        "out of memory for the session state (%llu bytes for a context of %u)",
                        (unsigned long long)a.bytes, s->n_ctx);
+    return BRIGADE_OK;
+}
+
+static const struct {
+    const char *name;
+    uint32_t type;
+} cache_types[] = {
+    [BRIGADE_CACHE_F16] = {"f16", BG_TYPE_F16},
+    [BRIGADE_CACHE_F32] = {"f32", BG_TYPE_F32},
+    [BRIGADE_CACHE_Q8_0] = {"q8_0", BG_TYPE_Q8_0},
+    [BRIGADE_CACHE_Q4_0] = {"q4_0", BG_TYPE_Q4_0},
+};
+
+enum { N_CACHE_TYPES = sizeof cache_types / sizeof *cache_types };
+
+bool brigade_cache_type_from_name(const char *name, brigade_cache_type *out)
+{
+    for (int i = 0; i < N_CACHE_TYPES; i++)
+        if (strcasecmp(cache_types[i].name, name) == 0) {
+            *out = (brigade_cache_type)i;
+            return true;
+        }
+    return false;
+}
+
+const char *brigade_cache_type_name(brigade_cache_type type)
+{
+    return (unsigned)type < N_CACHE_TYPES ? cache_types[type].name : "unknown";
+}
+
+/* Quantized caches need whole blocks per head. */
+static brigade_status choose_cache_types(brigade_session *s, const brigade_session_options *opts,
+                                         brigade_error *err)
+{
+    brigade_cache_type want[2] = {opts ? opts->cache_type_k : BRIGADE_CACHE_F16,
+                                  opts ? opts->cache_type_v : BRIGADE_CACHE_F16};
+    for (int i = 0; i < 2; i++)
+        if ((unsigned)want[i] >= N_CACHE_TYPES)
+            return bg_fail(err, BRIGADE_ERR_ARG, "%s cache type %d is not one of f16, f32, q8_0, q4_0",
+                           i ? "V" : "K", (int)want[i]);
+    s->type_k = cache_types[want[0]].type;
+    s->type_v = cache_types[want[1]].type;
+    const uint64_t kv_dim = (uint64_t)s->hp->n_head_kv * s->hp->head_dim;
+    const uint32_t types[2] = {s->type_k, s->type_v};
+    for (int i = 0; i < 2; i++) {
+        uint32_t t = types[i];
+        const bg_type_info *ti = bg_type_get(t);
+        if (s->hp->head_dim % ti->block_elems != 0)
+            return bg_fail(err, BRIGADE_ERR_UNSUPPORTED,
+                           "a %s %s cache needs the head size (%u) to be a multiple of %u",
+                           ti->name, i ? "V" : "K", s->hp->head_dim, ti->block_elems);
+    }
+    /* llama.cpp rotates quantized caches when heads are multiples of 64:
+     * K by the largest power of two dividing the head size, V by 64. */
+    const uint32_t D = s->hp->head_dim;
+    if (s->type_k != BG_TYPE_F32 && s->type_k != BG_TYPE_F16 && D % 64 == 0) {
+        s->k_rotation = 64;
+        while (D % (s->k_rotation * 2) == 0)
+            s->k_rotation *= 2;
+    }
+    if (s->type_v != BG_TYPE_F32 && s->type_v != BG_TYPE_F16 && D % 64 == 0)
+        s->v_rotation = 64;
+    bg_type_row_bytes((bg_type)s->type_k, kv_dim, &s->k_row_bytes);
+    bg_type_row_bytes((bg_type)s->type_v, kv_dim, &s->v_row_bytes);
     return BRIGADE_OK;
 }
 
@@ -96,6 +174,8 @@ brigade_status brigade_session_new(const brigade_model *model, const brigade_ses
         st = bg_fail(err, BRIGADE_ERR_ARG, "context size %u outside 1..%u", s->n_ctx, 1u << 24);
     else if (threads > 1024)
         st = bg_fail(err, BRIGADE_ERR_ARG, "%u threads is more than 1024", threads);
+    if (!st)
+        st = choose_cache_types(s, opts, err);
     if (!st && !(s->pool = bg_pool_new(threads)))
         st = bg_fail(err, BRIGADE_ERR_NOMEM, "cannot start %u threads", threads);
     if (!st)
@@ -119,8 +199,9 @@ void brigade_session_free(brigade_session *s)
         free(s->layers[il].ssm);
     }
     free(s->layers);
-    float *bufs[] = {s->x,      s->xn,     s->out,     s->q,     s->k,    s->v,    s->attn,
-                     s->gate,   s->scores, s->router,  s->ff_gate, s->ff_up, s->heads};
+    float *bufs[] = {s->x,    s->xn,     s->out,    s->q,      s->k,       s->v,
+                     s->attn, s->gate,   s->acc,    s->vrow,   s->kv_tmp,  s->router,
+                     s->ff_gate, s->ff_up, s->heads};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         free(bufs[i]);
     free(s->xq);

