@@ -52,6 +52,14 @@ bool cli_parse_type(const char *text, uint32_t *out)
     return false;
 }
 
+bool cli_parse_cache_type(const char *flag, const char *text, brigade_cache_type *out)
+{
+    if (brigade_cache_type_from_name(text, out))
+        return true;
+    fprintf(stderr, "%s: unknown cache type '%s' (f16, f32, q8_0, q4_0)\n", flag, text);
+    return false;
+}
+
 const char *cli_format_bytes(uint64_t bytes, char *buf, unsigned size)
 {
     static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -6,10 +6,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "brigade.h"
+
 bool cli_parse_u64(const char *flag, const char *text, uint64_t *out);
 bool cli_parse_u32(const char *flag, const char *text, uint32_t *out);
 /* A tensor type name ("q4_k", "F16"), as a GGUF type id. */
 bool cli_parse_type(const char *text, uint32_t *out);
+
+/* A KV-cache type name (f16, f32, q8_0, q4_0). */
+bool cli_parse_cache_type(const char *flag, const char *text, brigade_cache_type *out);
 
 /* "1.23 GiB" etc. into buf. */
 const char *cli_format_bytes(uint64_t bytes, char *buf, unsigned size);

@@ -20,6 +20,8 @@ static void eval_usage(FILE *out)
             "  --logits-out FILE      float32 logits, [n_tokens][n_vocab], row-major\n"
             "  -c, --ctx-size N       context size (default: the number of tokens)\n"
             "  -t, --threads N        threads (default: all cores)\n"
+            "  -ctk, --cache-type-k T KV cache type for K: f16 (default), f32, q8_0, q4_0\n"
+            "  -ctv, --cache-type-v T KV cache type for V: f16 (default), f32, q8_0, q4_0\n"
             "  --no-mmap              read the weights into memory\n");
 }
 
@@ -110,6 +112,12 @@ int cmd_eval(int argc, char **argv)
                 return 2;
         } else if ((!strcmp(a, "-t") || !strcmp(a, "--threads")) && has_value) {
             if (!cli_parse_u32(a, argv[++i], &so.n_threads))
+                return 2;
+        } else if ((!strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k")) && has_value) {
+            if (!cli_parse_cache_type(a, argv[++i], &so.cache_type_k))
+                return 2;
+        } else if ((!strcmp(a, "-ctv") || !strcmp(a, "--cache-type-v")) && has_value) {
+            if (!cli_parse_cache_type(a, argv[++i], &so.cache_type_v))
                 return 2;
         } else if (!strcmp(a, "--no-mmap"))
             mo.no_mmap = true;

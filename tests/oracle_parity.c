@@ -207,6 +207,73 @@ static void parity(const char *preset, const char *type_name, uint32_t type, uin
     remove(path);
 }
 
+/* Greedy generation: 64 tokens after a real prompt (the built-in
+ * vocabulary's first 256 tokens are the bytes) must be the same ids as
+ * llama.cpp's greedy choices. */
+static void greedy(const char *preset)
+{
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/brigade-greedy-%d.gguf", (int)getpid());
+    brigade_synth_options o = {.preset = preset, .type = 0, .seed = 5};
+    brigade_error err;
+    CHECK(brigade_synth(path, &o, &err) == BRIGADE_OK, "%s: synth: %s", preset, err.message);
+    const char *prompt = "The quick brown fox jumps over the lazy dog.";
+    enum { N_GEN = 64 };
+    int n_prompt = (int)strlen(prompt);
+    int32_t mine[128], ref[128];
+    for (int i = 0; i < n_prompt; i++)
+        mine[i] = ref[i] = (unsigned char)prompt[i];
+
+    /* llama.cpp */
+    struct llama_model_params mp = llama_model_default_params();
+    mp.progress_callback = no_progress;
+    mp.use_extra_bufts = false;
+    struct llama_model *model = llama_model_load_from_file(path, mp);
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 128;
+    cp.n_threads = cp.n_threads_batch = 2;
+    struct llama_context *ctx = model ? llama_init_from_model(model, cp) : NULL;
+    CHECK(ctx != NULL, "%s: llama.cpp cannot load the model", preset);
+    int n_vocab = model ? llama_vocab_n_tokens(llama_model_get_vocab(model)) : 0;
+    bool ok = ctx && llama_decode(ctx, llama_batch_get_one(ref, n_prompt)) == 0;
+    for (int i = 0; ok && i < N_GEN; i++) {
+        ref[n_prompt + i] = argmax(llama_get_logits_ith(ctx, -1), n_vocab);
+        ok = llama_decode(ctx, llama_batch_get_one(&ref[n_prompt + i], 1)) == 0;
+    }
+    CHECK(ok, "%s: llama.cpp failed to generate", preset);
+    if (ctx)
+        llama_free(ctx);
+    if (model)
+        llama_model_free(model);
+
+    /* brigade, with its default f16 cache like llama.cpp's */
+    brigade_model *m = NULL;
+    brigade_session *s = NULL;
+    float *logits = malloc((size_t)(n_vocab > 0 ? n_vocab : 1) * sizeof(float));
+    ok = brigade_model_load(path, NULL, &m, &err) == BRIGADE_OK &&
+         brigade_session_new(m, &(brigade_session_options){.n_ctx = 128, .n_threads = 2}, &s,
+                             &err) == BRIGADE_OK &&
+         brigade_session_eval(s, mine, (size_t)n_prompt, false, logits, &err) == BRIGADE_OK;
+    for (int i = 0; ok && i < N_GEN; i++) {
+        mine[n_prompt + i] = argmax(logits, n_vocab);
+        ok = brigade_session_eval(s, &mine[n_prompt + i], 1, false, logits, &err) == BRIGADE_OK;
+    }
+    CHECK(ok, "%s: brigade failed to generate: %s", preset, err.message);
+    int first_diff = -1;
+    for (int i = 0; i < N_GEN && first_diff < 0; i++)
+        if (mine[n_prompt + i] != ref[n_prompt + i])
+            first_diff = i;
+    printf("  %-36s greedy: %s\n", preset,
+           first_diff < 0 ? "64 of 64 tokens identical" : "differs");
+    CHECK(first_diff < 0, "%s: greedy generation differs from llama.cpp at token %d (%d vs %d)",
+          preset, first_diff, first_diff >= 0 ? mine[n_prompt + first_diff] : 0,
+          first_diff >= 0 ? ref[n_prompt + first_diff] : 0);
+    brigade_session_free(s);
+    brigade_model_free(m);
+    free(logits);
+    remove(path);
+}
+
 int main(void)
 {
     llama_log_set(quiet_log, NULL);
@@ -233,6 +300,8 @@ int main(void)
     for (int p = 0; p < 2; p++)
         for (size_t t = 0; t < sizeof quant / sizeof *quant; t++)
             parity(presets[p], quant[t].name, quant[t].id, 8, 0, QUANT_NMSE, QUANT_ARGMAX);
+    greedy("tiny-qwen3moe");
+    greedy("tiny-qwen35moe");
     llama_backend_free();
     return check_summary("oracle_parity");
 }
