@@ -79,6 +79,16 @@ $(BUILD)/fuzz_gguf: fuzz/fuzz_gguf.c $(LIB_SRC)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) fuzz/fuzz_gguf.c $(LIB_SRC) $(LIBS) -o $@
 
+# Benchmarks against the oracle (not part of make test): bench/*.c.
+BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
+.PHONY: bench
+bench: $(BENCH_BIN)
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libbrigade.a $(ORACLE)/stamp
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(ORACLE_CFLAGS) -DORACLE_LIB_DIR='"$(abspath $(ORACLE_LIB))"' \
+	    -DORACLE_SRC_DIR='"$(abspath $(ORACLE_SRCDIR))"' \
+	    $< $(BUILD)/libbrigade.a $(ORACLE_LIBS) $(LIBS) -o $@
+
 clean:
 	rm -rf $(BUILD)
 

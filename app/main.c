@@ -15,7 +15,10 @@ typedef struct command {
 static const command commands[] = {
     {"info", cmd_info, "show a GGUF file: metadata, tokenizer, tensors, sizes"},
     {"synth", cmd_synth, "write a synthetic model with a real geometry and random weights"},
+    {"run", cmd_run, "answer one prompt, streaming the text"},
+    {"chat", cmd_chat, "an interactive conversation"},
     {"eval", cmd_eval, "evaluate token ids and write the logits of every position"},
+    {"tokenize", cmd_tokenize, "print the token ids (and pieces) a model's tokenizer gives"},
 };
 
 static void usage(FILE *out)
