@@ -20,6 +20,7 @@ static void eval_usage(FILE *out)
             "  --logits-out FILE      float32 logits, [n_tokens][n_vocab], row-major\n"
             "  -c, --ctx-size N       context size (default: the number of tokens)\n"
             "  -t, --threads N        threads (default: all cores)\n"
+            "  -ub, --ubatch-size N   tokens evaluated together (default 512)\n"
             "  -ctk, --cache-type-k T KV cache type for K: f16 (default), f32, q8_0, q4_0\n"
             "  -ctv, --cache-type-v T KV cache type for V: f16 (default), f32, q8_0, q4_0\n"
             "  --no-mmap              read the weights into memory\n");
@@ -109,6 +110,9 @@ int cmd_eval(int argc, char **argv)
             out_path = argv[++i];
         else if ((!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) && has_value) {
             if (!cli_parse_u32(a, argv[++i], &so.n_ctx))
+                return 2;
+        } else if ((!strcmp(a, "-ub") || !strcmp(a, "--ubatch-size")) && has_value) {
+            if (!cli_parse_u32(a, argv[++i], &so.n_ubatch))
                 return 2;
         } else if ((!strcmp(a, "-t") || !strcmp(a, "--threads")) && has_value) {
             if (!cli_parse_u32(a, argv[++i], &so.n_threads))

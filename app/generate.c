@@ -28,7 +28,8 @@ void gen_flags_usage(FILE *out)
             "  -t, --threads N           threads (default: all cores)\n"
             "  -n, --n-predict N         tokens to generate (default -1: until the end)\n"
             "  -ctk, -ctv TYPE           KV cache types: f16 (default), f32, q8_0, q4_0\n"
-            "  -b, -ub N                 batch sizes (accepted; prompts are evaluated in order)\n"
+            "  -ub, --ubatch-size N      prompt tokens evaluated together (default 512)\n"
+            "  -b, --batch-size N        accepted for llama.cpp compatibility\n"
             "  --no-mmap                 read the weights into memory\n"
             "  --temp T                  temperature (default 0.8; 0: greedy)\n"
             "  --top-k K, --top-p P, --min-p P\n"
@@ -96,9 +97,11 @@ int gen_parse_flag(gen_flags *f, int argc, char **argv, int *i)
         ok = cli_parse_cache_type(a, v, &f->session.cache_type_k);
     else if (IS("-ctv") || IS("--cache-type-v"))
         ok = cli_parse_cache_type(a, v, &f->session.cache_type_v);
-    else if (IS("-b") || IS("--batch-size") || IS("-ub") || IS("--ubatch-size")) {
-        uint32_t ignored;
-        ok = cli_parse_u32(a, v, &ignored) && ignored > 0;
+    else if (IS("-ub") || IS("--ubatch-size"))
+        ok = cli_parse_u32(a, v, &f->session.n_ubatch);
+    else if (IS("-b") || IS("--batch-size")) {
+        uint32_t logical; /* prompts go through in micro-batches of -ub */
+        ok = cli_parse_u32(a, v, &logical);
     } else if (IS("-n") || IS("--n-predict"))
         ok = parse_int(a, v, &f->n_predict);
     else if (IS("--temp"))

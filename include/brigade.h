@@ -190,6 +190,7 @@ typedef enum brigade_cache_type {
 typedef struct brigade_session_options {
     uint32_t n_ctx;     /* context length; 0: min(model's training context, 4096) */
     uint32_t n_threads; /* 0: every online core */
+    uint32_t n_ubatch;  /* tokens evaluated together in prefill (-ub); 0: 512 */
     brigade_cache_type cache_type_k, cache_type_v; /* llama.cpp's -ctk/-ctv */
 } brigade_session_options;
 

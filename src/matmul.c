@@ -13,49 +13,57 @@ bg_matrix bg_matrix_of(const brigade_tensor_info *t, uint64_t expert)
     return m;
 }
 
-size_t bg_matvec_scratch(uint64_t n_in)
+size_t bg_matmul_scratch(uint64_t n_in, uint64_t n_rows)
 {
     /* f32 is the widest dot format: 4 bytes an element */
-    return (size_t)n_in * 4 + 64;
+    return (size_t)(n_in * 4 + 64) * (size_t)n_rows;
 }
 
-typedef struct matvec_job {
+typedef struct matmul_job {
     const bg_matrix *w;
     const bg_quant_ops *ops;
-    const void *xq;
+    const uint8_t *xq;
+    size_t xq_row; /* bytes of one converted activation row */
     float *y;
+    size_t y_stride;
+    uint32_t n;
     uint64_t rows_per_task;
-} matvec_job;
+} matmul_job;
 
-static void matvec_task(void *ctx, int64_t task, unsigned worker)
+static void matmul_task(void *ctx, int64_t task, unsigned worker)
 {
     (void)worker;
-    const matvec_job *j = ctx;
+    const matmul_job *j = ctx;
     uint64_t r0 = (uint64_t)task * j->rows_per_task;
     uint64_t r1 = r0 + j->rows_per_task < j->w->n_out ? r0 + j->rows_per_task : j->w->n_out;
-    for (uint64_t r = r0; r < r1; r++)
-        j->y[r] = j->ops->dot((int64_t)j->w->n_in, j->w->data + r * j->w->row_bytes, j->xq);
+    for (uint64_t r = r0; r < r1; r++) {
+        const uint8_t *row = j->w->data + r * j->w->row_bytes;
+        for (uint32_t i = 0; i < j->n; i++)
+            j->y[i * j->y_stride + r] = j->ops->dot((int64_t)j->w->n_in, row, j->xq + i * j->xq_row);
+    }
 }
 
-void bg_matvec(bg_pool *pool, const bg_matrix *w, const float *x, float *y, void *scratch)
+void bg_matmul(bg_pool *pool, const bg_matrix *w, const float *x, size_t x_stride, float *y,
+               size_t y_stride, uint32_t n, void *scratch)
 {
     const bg_quant_ops *ops = bg_quant_ops_get((bg_type)w->type);
-    const void *xq = x;
-    if (ops->dot_type != BG_TYPE_F32) {
-        bg_quant_ops_get(ops->dot_type)->quantize_activations(x, scratch, (int64_t)w->n_in);
-        xq = scratch;
-    }
-    matvec_job j = {w, ops, xq, y, 0};
+    const bg_quant_ops *aops = bg_quant_ops_get(ops->dot_type);
+    uint64_t xq_row = 0;
+    bg_type_row_bytes(ops->dot_type, w->n_in, &xq_row);
+    uint8_t *xq = scratch;
+    for (uint32_t i = 0; i < n; i++)
+        aops->quantize_activations(x + i * x_stride, xq + i * xq_row, (int64_t)w->n_in);
+    matmul_job j = {w, ops, xq, (size_t)xq_row, y, y_stride, n, 0};
     unsigned n_threads = pool ? bg_pool_threads(pool) : 1;
     /* Several tasks a thread balance uneven progress; small matrices stay whole. */
     uint64_t tasks = w->n_out < 64 ? 1 : (uint64_t)n_threads * 4;
     j.rows_per_task = (w->n_out + tasks - 1) / tasks;
     tasks = (w->n_out + j.rows_per_task - 1) / j.rows_per_task;
     if (pool)
-        bg_pool_run(pool, (int64_t)tasks, matvec_task, &j);
+        bg_pool_run(pool, (int64_t)tasks, matmul_task, &j);
     else
         for (uint64_t t = 0; t < tasks; t++)
-            matvec_task(&j, (int64_t)t, 0);
+            matmul_task(&j, (int64_t)t, 0);
 }
 
 void bg_matrix_row(const bg_matrix *w, uint64_t r, float *out)

@@ -1,7 +1,9 @@
-/* Matrix-vector products with weights of any supported type, as llama.cpp
- * computes them: the activation vector is first converted to the weight
- * type's dot format (f16, bf16, q8_0, q8_1 or q8_K), then each row is one
- * dot product. Rows are split over the worker pool. */
+/* Matrix products with weights of any supported type, as llama.cpp
+ * computes them: each activation row is first converted to the weight
+ * type's dot format (f16, bf16, q8_0, q8_1 or q8_K), then every output is
+ * one dot product of a weight row with an activation row. Weight rows are
+ * split over the worker pool and each is read once for all tokens of a
+ * micro-batch. */
 #ifndef BG_MATMUL_H
 #define BG_MATMUL_H
 
@@ -21,11 +23,13 @@ typedef struct bg_matrix {
 /* The matrix of tensor t, or of expert e of a 3-d expert tensor. */
 bg_matrix bg_matrix_of(const brigade_tensor_info *t, uint64_t expert);
 
-/* Bytes of scratch bg_matvec needs for inputs of up to n_in elements. */
-size_t bg_matvec_scratch(uint64_t n_in);
+/* Bytes of scratch bg_matmul needs for n_rows inputs of up to n_in elements. */
+size_t bg_matmul_scratch(uint64_t n_in, uint64_t n_rows);
 
-/* y[n_out] = W x[n_in]; scratch holds the converted activations. */
-void bg_matvec(bg_pool *pool, const bg_matrix *w, const float *x, float *y, void *scratch);
+/* For each of n rows: y[i * y_stride + 0..n_out) = W x[i * x_stride + 0..n_in).
+ * scratch holds the converted activations. */
+void bg_matmul(bg_pool *pool, const bg_matrix *w, const float *x, size_t x_stride, float *y,
+               size_t y_stride, uint32_t n, void *scratch);
 
 /* Row r of the matrix as f32 (embedding lookup). */
 void bg_matrix_row(const bg_matrix *w, uint64_t r, float *out);

@@ -64,31 +64,37 @@ static brigade_status alloc_state(brigade_session *s, brigade_error *err)
             st->v_cache = alloc_bytes(&a, (uint64_t)s->n_ctx * s->v_row_bytes);
         }
     }
-    const uint64_t qh = (uint64_t)hp->n_head * hp->head_dim;
-    s->x = alloc_floats(&a, hp->n_embd);
-    s->xn = alloc_floats(&a, hp->n_embd);
-    s->out = alloc_floats(&a, hp->n_embd);
-    s->q = alloc_floats(&a, max3(2 * qh, conv_dim, 1));
-    s->k = alloc_floats(&a, kv_dim);
-    s->v = alloc_floats(&a, kv_dim);
-    s->attn = alloc_floats(&a, max3(qh, value_dim, 1));
-    s->gate = alloc_floats(&a, max3(qh, value_dim, 1));
+    const uint64_t qh = (uint64_t)hp->n_head * hp->head_dim, ub = s->n_ubatch;
+    const uint64_t K = hp->n_expert_used;
+    s->q_width = (size_t)max3(2 * qh, conv_dim, 1);
+    s->a_width = (size_t)max3(qh, value_dim, 1);
+    s->ff_width = (size_t)max3(hp->n_ff_exp, hp->n_ff_shexp, 1);
+    s->x = alloc_floats(&a, ub * hp->n_embd);
+    s->xn = alloc_floats(&a, ub * hp->n_embd);
+    s->out = alloc_floats(&a, ub * hp->n_embd);
+    s->q = alloc_floats(&a, ub * s->q_width);
+    s->kv = alloc_floats(&a, ub * 2 * kv_dim);
+    s->attn = alloc_floats(&a, ub * s->a_width);
+    s->gate = alloc_floats(&a, ub * s->a_width);
+    s->router = alloc_floats(&a, ub * hp->n_expert);
+    s->heads = alloc_floats(&a, ub * 2 * (uint64_t)hp->ssm_time_step_rank + 2);
+    s->ff_gate = alloc_floats(&a, ub * s->ff_width);
+    s->ff_up = alloc_floats(&a, ub * s->ff_width);
+    s->gx = alloc_floats(&a, ub * hp->n_embd);
+    s->gy = alloc_floats(&a, ub * hp->n_embd);
+    s->slot_out = alloc_floats(&a, ub * K * hp->n_embd);
+    s->chosen = alloc_bytes(&a, ub * K * sizeof(int32_t));
+    s->chosen_w = alloc_floats(&a, ub * K);
+    s->members = alloc_bytes(&a, ub * sizeof(int32_t));
     s->acc = alloc_floats(&a, hp->head_dim);
     s->vrow = alloc_floats(&a, hp->head_dim);
-    s->kv_tmp = alloc_floats(&a, 2 * kv_dim);
-    s->router = alloc_floats(&a, hp->n_expert);
-    s->ff_gate = alloc_floats(&a, max3(hp->n_ff_exp, hp->n_ff_shexp, 1));
-    s->ff_up = alloc_floats(&a, max3(hp->n_ff_exp, hp->n_ff_shexp, hp->n_embd));
-    s->heads = alloc_floats(&a, 4 * (uint64_t)hp->ssm_time_step_rank + 4);
     uint64_t max_in = max3(hp->n_embd, max3(qh, value_dim, hp->n_ff_exp), hp->n_ff_shexp);
-    if (max_in < hp->head_dim)
-        max_in = hp->head_dim; /* queries converted for the K-cache dot */
-    s->xq = malloc(bg_matvec_scratch(max_in));
-    s->chosen = calloc(hp->n_expert_used, sizeof *s->chosen);
-    if (a.failed || !s->xq || !s->chosen)
+    s->xq = alloc_bytes(&a, bg_matmul_scratch(max_in, ub));
+    if (a.failed)
         return bg_fail(err, BRIGADE_ERR_NOMEM,
-                       "out of memory for the session state (%llu bytes for a context of %u)",
-                       (unsigned long long)a.bytes, s->n_ctx);
+                       "out of memory for the session state (%llu bytes for a context of %u and "
+                       "micro-batches of %u)",
+                       (unsigned long long)a.bytes, s->n_ctx, s->n_ubatch);
     return BRIGADE_OK;
 }
 
@@ -167,11 +173,17 @@ brigade_status brigade_session_new(const brigade_model *model, const brigade_ses
     s->hp = &model->hp;
     s->n_ctx = opts && opts->n_ctx ? opts->n_ctx
                                    : (model->hp.n_ctx_train < 4096 ? model->hp.n_ctx_train : 4096);
+    s->n_ubatch = opts && opts->n_ubatch ? opts->n_ubatch : 512;
+    if (s->n_ubatch > s->n_ctx)
+        s->n_ubatch = s->n_ctx;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     unsigned threads = opts && opts->n_threads ? opts->n_threads : (cores > 0 ? (unsigned)cores : 1);
     brigade_status st = BRIGADE_OK;
     if (s->n_ctx == 0 || s->n_ctx > (1u << 24))
         st = bg_fail(err, BRIGADE_ERR_ARG, "context size %u outside 1..%u", s->n_ctx, 1u << 24);
+    else if (opts && opts->n_ubatch > (1u << 16))
+        st = bg_fail(err, BRIGADE_ERR_ARG, "micro-batch size %u is more than 65536",
+                     opts->n_ubatch);
     else if (threads > 1024)
         st = bg_fail(err, BRIGADE_ERR_ARG, "%u threads is more than 1024", threads);
     if (!st)
@@ -199,13 +211,12 @@ void brigade_session_free(brigade_session *s)
         free(s->layers[il].ssm);
     }
     free(s->layers);
-    float *bufs[] = {s->x,    s->xn,     s->out,    s->q,      s->k,       s->v,
-                     s->attn, s->gate,   s->acc,    s->vrow,   s->kv_tmp,  s->router,
-                     s->ff_gate, s->ff_up, s->heads};
+    void *bufs[] = {s->x,      s->xn,      s->out,    s->q,      s->kv,     s->attn,
+                    s->gate,   s->router,  s->heads,  s->ff_gate, s->ff_up,  s->gx,
+                    s->gy,     s->slot_out, s->chosen, s->chosen_w, s->members, s->acc,
+                    s->vrow,   s->xq};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         free(bufs[i]);
-    free(s->xq);
-    free(s->chosen);
     bg_pool_free(s->pool);
     free(s);
 }
@@ -236,32 +247,43 @@ static bool all_finite(const float *x, uint64_t n)
     return true;
 }
 
-static brigade_status eval_token(brigade_session *s, int32_t token, float *logits,
-                                 brigade_error *err)
+/* Evaluates n (<= n_ubatch) tokens from position n_past. logits: NULL,
+ * one row for the last token, or one per token. */
+static brigade_status eval_ubatch(brigade_session *s, const int32_t *tokens, uint32_t n,
+                                  bool all_logits, float *logits, brigade_error *err)
 {
     const bg_hparams *hp = s->hp;
     const brigade_model *m = s->model;
-    uint32_t pos = s->n_past;
+    const size_t n_embd = hp->n_embd;
+    s->n_tok = n;
+    s->pos0 = s->n_past;
     bg_matrix embd = bg_matrix_of(m->global.t[BG_ROLE_TOKEN_EMBD], 0);
-    bg_matrix_row(&embd, (uint64_t)token, s->x);
+    for (uint32_t i = 0; i < n; i++)
+        bg_matrix_row(&embd, (uint64_t)tokens[i], s->x + i * n_embd);
     for (uint32_t il = 0; il < hp->n_layers; il++) {
         if (hp->arch == BG_ARCH_QWEN35MOE)
-            bg_qwen35moe_layer(s, il, pos);
+            bg_qwen35moe_layer(s, il);
         else
-            bg_qwen3moe_layer(s, il, pos);
-        if (!all_finite(s->x, hp->n_embd))
+            bg_qwen3moe_layer(s, il);
+        if (!all_finite(s->x, (uint64_t)n * n_embd))
             return bg_fail(err, BRIGADE_ERR_FORMAT,
-                           "NaN or Inf in the hidden state after layer %u at position %u "
-                           "(token %d): the weights are damaged or out of range",
-                           il, pos, token);
+                           "NaN or Inf in the hidden state after layer %u, positions %u..%u: "
+                           "the weights are damaged or out of range",
+                           il, s->pos0, s->pos0 + n - 1);
     }
-    s->n_past++;
+    s->n_past += n;
     if (!logits)
         return BRIGADE_OK;
-    bg_rmsnorm(s->xn, s->x, m->global.t[BG_ROLE_OUTPUT_NORM]->data, hp->n_embd, hp->rms_eps);
-    bg_project(s, m->global.t[BG_ROLE_OUTPUT], s->xn, logits);
-    if (!all_finite(logits, hp->n_vocab))
-        return bg_fail(err, BRIGADE_ERR_FORMAT, "NaN or Inf in the logits at position %u", pos);
+    /* the output head only for the rows asked for */
+    uint32_t first = all_logits ? 0 : n - 1;
+    s->n_tok = n - first;
+    const float *norm = m->global.t[BG_ROLE_OUTPUT_NORM]->data;
+    for (uint32_t i = first; i < n; i++)
+        bg_rmsnorm(s->xn + (i - first) * n_embd, s->x + i * n_embd, norm, n_embd, hp->rms_eps);
+    bg_project(s, m->global.t[BG_ROLE_OUTPUT], s->xn, n_embd, logits, hp->n_vocab);
+    if (!all_finite(logits, (uint64_t)s->n_tok * hp->n_vocab))
+        return bg_fail(err, BRIGADE_ERR_FORMAT, "NaN or Inf in the logits at positions %u..%u",
+                       s->pos0 + first, s->pos0 + n - 1);
     return BRIGADE_OK;
 }
 
@@ -276,15 +298,17 @@ brigade_status brigade_session_eval(brigade_session *s, const int32_t *tokens, s
         if (tokens[i] < 0 || (uint32_t)tokens[i] >= s->hp->n_vocab)
             return bg_fail(err, BRIGADE_ERR_ARG, "token %zu is %d, outside the vocabulary of %u",
                            i, tokens[i], s->hp->n_vocab);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t done = 0; done < n;) {
+        uint32_t k = n - done < s->n_ubatch ? (uint32_t)(n - done) : s->n_ubatch;
         float *dst = NULL;
         if (logits && all_logits)
-            dst = logits + i * (size_t)s->hp->n_vocab;
-        else if (logits && i + 1 == n)
+            dst = logits + done * (size_t)s->hp->n_vocab;
+        else if (logits && done + k == n)
             dst = logits;
-        brigade_status st = eval_token(s, tokens[i], dst, err);
+        brigade_status st = eval_ubatch(s, tokens + done, k, all_logits, dst, err);
         if (st)
             return st;
+        done += k;
     }
     return BRIGADE_OK;
 }

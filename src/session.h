@@ -22,32 +22,45 @@ struct brigade_session {
     uint32_t k_rotation, v_rotation;   /* Hadamard size for quantized caches, 0: none */
     bg_pool *pool;
     bg_layer_state *layers;
-    /* scratch, sized at creation */
-    float *x;       /* [n_embd] residual stream */
-    float *xn;      /* [n_embd] normed input of a block */
-    float *out;     /* [n_embd] block output */
-    float *q;       /* [max(n_head * head_dim * 2, conv_dim)] */
-    float *k, *v;   /* [n_head_kv * head_dim] */
-    float *attn;    /* [max(n_head * head_dim, value_dim)] */
-    float *gate;    /* [max(n_head * head_dim, value_dim)] output gates */
+    /* Scratch for a micro-batch of up to n_ubatch tokens, sized at
+     * creation; per-token rows are [n_ubatch][width]. */
+    uint32_t n_ubatch;
+    uint32_t n_tok; /* tokens in the micro-batch being evaluated */
+    uint32_t pos0;  /* position of its first token */
+    size_t q_width, a_width, ff_width;
+    float *x;       /* [ub][n_embd] residual stream */
+    float *xn;      /* [ub][n_embd] normed input of a block */
+    float *out;     /* [ub][n_embd] block output */
+    float *q;       /* [ub][q_width = max(2 * n_head * head_dim, conv_dim)] */
+    float *kv;      /* [ub][2 * n_head_kv * head_dim] K then V before caching */
+    float *attn;    /* [ub][a_width = max(n_head * head_dim, value_dim)] */
+    float *gate;    /* [ub][a_width] output gates */
+    float *router;  /* [ub][n_expert] */
+    float *heads;   /* [ub][2 * n_v_heads] DeltaNet beta, then decay */
+    float *ff_gate, *ff_up; /* [ub][ff_width = max(n_ff_exp, n_ff_shexp)] */
+    float *gx, *gy;   /* [ub * n_expert_used][n_embd] rows gathered for one expert, its outputs */
+    float *slot_out;  /* [ub][n_expert_used][n_embd] each routed expert's output */
+    int32_t *chosen;  /* [ub][n_expert_used] routed experts */
+    float *chosen_w;  /* [ub][n_expert_used] their weights */
+    int32_t *members; /* [ub * n_expert_used] (token, rank) slots routed to one expert */
     float *acc;     /* [head_dim] attention accumulator (f32, or f16 bits) */
     float *vrow;    /* [head_dim] a V row as f32 */
-    float *kv_tmp;  /* [2 * n_head_kv * head_dim] this token's K and V before caching */
-    float *router;  /* [n_expert] */
-    float *ff_gate, *ff_up; /* [max(n_ff_exp, n_ff_shexp)] */
-    float *heads;   /* [4 * n_v_heads] DeltaNet beta, alpha, g */
-    void *xq;       /* converted activations for bg_matvec */
-    int32_t *chosen; /* [n_expert_used] */
+    void *xq;       /* converted activations for bg_matmul, and one query */
 };
 
-/* One layer of token at position pos: s->x is updated in place. */
-void bg_qwen3moe_layer(brigade_session *s, uint32_t il, uint32_t pos);
-void bg_qwen35moe_layer(brigade_session *s, uint32_t il, uint32_t pos);
+/* One layer over the micro-batch (s->n_tok tokens from position s->pos0):
+ * s->x is updated in place. */
+void bg_qwen3moe_layer(brigade_session *s, uint32_t il);
+void bg_qwen35moe_layer(brigade_session *s, uint32_t il);
 
-/* Blocks shared by both architectures (src/models/blocks.c). */
-void bg_block_attention(brigade_session *s, uint32_t il, uint32_t pos, bool gated_q);
+/* Blocks shared by both architectures (src/models/blocks.c); they read
+ * s->xn and write s->out for every token of the micro-batch. */
+void bg_block_attention(brigade_session *s, uint32_t il, bool gated_q);
 void bg_block_moe(brigade_session *s, uint32_t il);
-/* y = W x for the weight of role in layer il. */
-void bg_project(brigade_session *s, const brigade_tensor_info *w, const float *x, float *y);
+/* y[i] = W x[i] for the micro-batch's tokens (rows of the given widths). */
+void bg_project(brigade_session *s, const brigade_tensor_info *w, const float *x, size_t x_width,
+                float *y, size_t y_width);
+/* Residual: x += out for every token. */
+void bg_add_residual(brigade_session *s);
 
 #endif

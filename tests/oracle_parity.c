@@ -101,7 +101,8 @@ static const char *cache_name(uint32_t t)
     return t == 0 ? "f32" : t == 1 ? "f16" : t == 8 ? "q8_0" : "q4_0";
 }
 
-static float *brigade_logits(const char *path, const int32_t *tokens, int n, uint32_t cache_type)
+static float *brigade_logits(const char *path, const int32_t *tokens, int n, uint32_t cache_type,
+                             uint32_t n_ubatch)
 {
     brigade_model *m;
     brigade_error err;
@@ -111,7 +112,7 @@ static float *brigade_logits(const char *path, const int32_t *tokens, int n, uin
     }
     brigade_cache_type ct = BRIGADE_CACHE_F16;
     brigade_cache_type_from_name(cache_name(cache_type), &ct);
-    brigade_session_options so = {.n_ctx = 2 * N_TOKENS, .n_threads = 2,
+    brigade_session_options so = {.n_ctx = 2 * N_TOKENS, .n_threads = 2, .n_ubatch = n_ubatch,
                                   .cache_type_k = ct, .cache_type_v = ct};
     brigade_session *s;
     float *out = NULL;
@@ -181,9 +182,17 @@ static void parity(const char *preset, const char *type_name, uint32_t type, uin
     int n_vocab = 0;
     float *ref_tok = oracle_logits(path, tokens, N_TOKENS, false, cache_type, &n_vocab);
     float *ref_bat = oracle_logits(path, tokens, N_TOKENS, true, cache_type, &n_vocab);
-    float *mine = brigade_logits(path, tokens, N_TOKENS, cache_type);
+    /* brigade: one micro-batch of 64 (prefill) and micro-batches of 1 (decode) */
+    float *mine = brigade_logits(path, tokens, N_TOKENS, cache_type, N_TOKENS);
+    float *mine_tok = brigade_logits(path, tokens, N_TOKENS, cache_type, 1);
     CHECK(ref_tok && ref_bat, "%s: llama.cpp failed to evaluate", what);
-    CHECK(mine != NULL, "%s: brigade failed to evaluate", what);
+    CHECK(mine != NULL && mine_tok != NULL, "%s: brigade failed to evaluate", what);
+    if (mine && mine_tok) {
+        agreement own = compare(mine_tok, mine, N_TOKENS, n_vocab);
+        CHECK(own.nmse <= 1e-5 && own.argmax == 1.0,
+              "%s: brigade's batched and token-by-token logits differ (NMSE %.3e)", what, own.nmse);
+        printf("  %-36s brigade batched vs token by token: NMSE %.3e\n", what, own.nmse);
+    }
     if (ref_tok && ref_bat && mine) {
         agreement self = compare(ref_tok, ref_bat, N_TOKENS, n_vocab);
         agreement tok = compare(ref_tok, mine, N_TOKENS, n_vocab);
@@ -204,6 +213,7 @@ static void parity(const char *preset, const char *type_name, uint32_t type, uin
     free(ref_tok);
     free(ref_bat);
     free(mine);
+    free(mine_tok);
     remove(path);
 }
 

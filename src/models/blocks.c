@@ -1,5 +1,7 @@
 /* Blocks both Qwen MoE architectures share: grouped-query attention with
- * QK-norm and rotary embedding, and the routed mixture of experts. */
+ * QK-norm and rotary embedding, and the routed mixture of experts. Each
+ * works on a micro-batch; a token's arithmetic does not depend on the
+ * batch it is in, so prefill and decode give the same results. */
 #include <math.h>
 #include <string.h>
 
@@ -9,10 +11,18 @@
 #include "session.h"
 #include "types.h"
 
-void bg_project(brigade_session *s, const brigade_tensor_info *w, const float *x, float *y)
+void bg_project(brigade_session *s, const brigade_tensor_info *w, const float *x, size_t x_width,
+                float *y, size_t y_width)
 {
     bg_matrix m = bg_matrix_of(w, 0);
-    bg_matvec(s->pool, &m, x, y, s->xq);
+    bg_matmul(s->pool, &m, x, x_width, y, y_width, s->n_tok, s->xq);
+}
+
+void bg_add_residual(brigade_session *s)
+{
+    size_t n = (size_t)s->n_tok * s->hp->n_embd;
+    for (size_t i = 0; i < n; i++)
+        s->x[i] += s->out[i];
 }
 
 /* One head's attention over positions 0..pos of the cache, with the
@@ -70,115 +80,175 @@ static void attend_head(brigade_session *s, const bg_layer_state *st, const floa
         out[i] = (f16_acc ? bg_f16_to_f32(acc16[i]) : acc32[i]) * inv;
 }
 
-/* Attention for the token at pos over positions 0..pos. qwen35moe's query
- * projection interleaves per head [query | output gate] and its output is
- * gated by sigmoid(gate); qwen3moe's is plain. Reads s->xn, writes s->out. */
-void bg_block_attention(brigade_session *s, uint32_t il, uint32_t pos, bool gated_q)
+/* Prepares one token's query, key and value and stores K and V in the
+ * cache: q split from its gate, QK-norm, rope at pos, and for quantized
+ * caches the Hadamard rotation llama.cpp applies (it spreads outliers
+ * before rounding; q and k rotate alike so q.k is kept, V's rotation is
+ * undone on the output). */
+static void prepare_token(brigade_session *s, const bg_layer *L, const bg_layer_state *st,
+                          uint32_t i, bool gated_q)
+{
+    const bg_hparams *hp = s->hp;
+    const int64_t D = hp->head_dim, H = hp->n_head, kv_dim = (int64_t)hp->n_head_kv * D;
+    const uint32_t pos = s->pos0 + i;
+    float *q = s->q + i * s->q_width, *gate = s->gate + i * s->a_width;
+    float *k = s->kv + (size_t)i * 2 * kv_dim, *v = k + kv_dim;
+    if (gated_q) {
+        /* the projection interleaves per head [query | gate] */
+        for (int64_t h = 0; h < H; h++) {
+            memcpy(gate + h * D, q + (2 * h + 1) * D, (size_t)D * sizeof(float));
+            memmove(q + h * D, q + 2 * h * D, (size_t)D * sizeof(float));
+        }
+    }
+    bg_rmsnorm_rows(q, L->t[BG_ROLE_ATTN_Q_NORM]->data, D, H, hp->rms_eps);
+    bg_rmsnorm_rows(k, L->t[BG_ROLE_ATTN_K_NORM]->data, D, hp->n_head_kv, hp->rms_eps);
+    bg_rope_neox(q, H, D, hp->rope_dims, pos, hp->rope_freq_base);
+    bg_rope_neox(k, hp->n_head_kv, D, hp->rope_dims, pos, hp->rope_freq_base);
+    if (s->k_rotation) {
+        bg_hadamard(q, H * D, s->k_rotation);
+        bg_hadamard(k, kv_dim, s->k_rotation);
+    }
+    if (s->v_rotation)
+        bg_hadamard(v, kv_dim, s->v_rotation);
+    /* converted as llama.cpp's copy into its cache converts */
+    bg_quant_ops_get((bg_type)s->type_k)->quantize_activations(k, st->k_cache + pos * s->k_row_bytes, kv_dim);
+    bg_quant_ops_get((bg_type)s->type_v)->quantize_activations(v, st->v_cache + pos * s->v_row_bytes, kv_dim);
+}
+
+/* Causal attention for the micro-batch: every token's K and V are cached
+ * first, then each token attends to the positions up to its own.
+ * qwen35moe's output is gated by sigmoid(gate); qwen3moe's is plain. */
+void bg_block_attention(brigade_session *s, uint32_t il, bool gated_q)
 {
     const bg_hparams *hp = s->hp;
     const bg_layer *L = &s->model->layers[il];
     const bg_layer_state *st = &s->layers[il];
-    const int64_t D = hp->head_dim, H = hp->n_head, Hkv = hp->n_head_kv, kv_dim = Hkv * D;
+    const int64_t D = hp->head_dim, H = hp->n_head, kv_dim = (int64_t)hp->n_head_kv * D;
+    const size_t kv_width = 2 * (size_t)kv_dim;
 
-    bg_project(s, L->t[BG_ROLE_ATTN_Q], s->xn, s->q);
-    float *k = s->kv_tmp, *v = s->kv_tmp + kv_dim;
-    bg_project(s, L->t[BG_ROLE_ATTN_K], s->xn, k);
-    bg_project(s, L->t[BG_ROLE_ATTN_V], s->xn, v);
-
-    /* q: [H][D] (split from the gate when gated) */
-    float *q = s->q;
-    if (gated_q) {
-        for (int64_t h = 0; h < H; h++) {
-            memcpy(s->gate + h * D, s->q + (2 * h + 1) * D, (size_t)D * sizeof(float));
-            memmove(s->q + h * D, s->q + 2 * h * D, (size_t)D * sizeof(float));
-        }
-    }
-    const float *qn = L->t[BG_ROLE_ATTN_Q_NORM]->data, *kn = L->t[BG_ROLE_ATTN_K_NORM]->data;
-    bg_rmsnorm_rows(q, qn, D, H, hp->rms_eps);
-    bg_rmsnorm_rows(k, kn, D, Hkv, hp->rms_eps);
-    bg_rope_neox(q, H, D, hp->rope_dims, pos, hp->rope_freq_base);
-    bg_rope_neox(k, Hkv, D, hp->rope_dims, pos, hp->rope_freq_base);
-
-    /* Quantized caches hold rotated vectors, as llama.cpp's do: a
-     * Walsh-Hadamard rotation spreads outliers before rounding. Rotating q
-     * and k alike keeps q.k; V's rotation is undone on the output. */
-    const int64_t k_rot = s->k_rotation, v_rot = s->v_rotation;
-    if (k_rot) {
-        bg_hadamard(q, H * D, k_rot);
-        bg_hadamard(k, kv_dim, k_rot);
-    }
-    if (v_rot)
-        bg_hadamard(v, kv_dim, v_rot);
-
-    /* into the cache, converted as llama.cpp's copy into its cache does */
-    bg_quant_ops_get((bg_type)s->type_k)->quantize_activations(k, st->k_cache + pos * s->k_row_bytes, kv_dim);
-    bg_quant_ops_get((bg_type)s->type_v)->quantize_activations(v, st->v_cache + pos * s->v_row_bytes, kv_dim);
+    bg_project(s, L->t[BG_ROLE_ATTN_Q], s->xn, hp->n_embd, s->q, s->q_width);
+    bg_project(s, L->t[BG_ROLE_ATTN_K], s->xn, hp->n_embd, s->kv, kv_width);
+    bg_project(s, L->t[BG_ROLE_ATTN_V], s->xn, hp->n_embd, s->kv + kv_dim, kv_width);
+    for (uint32_t i = 0; i < s->n_tok; i++)
+        prepare_token(s, L, st, i, gated_q);
 
     const float scale = 1.0f / sqrtf((float)D);
-    const int64_t group = H / Hkv;
-    for (int64_t h = 0; h < H; h++)
-        attend_head(s, st, q + h * D, h / group, pos, scale, s->attn + h * D);
-    if (v_rot)
-        bg_hadamard(s->attn, H * D, v_rot);
-    if (gated_q)
-        for (int64_t i = 0; i < H * D; i++)
-            s->attn[i] *= bg_sigmoid(s->gate[i]);
-    bg_project(s, L->t[BG_ROLE_ATTN_OUT], s->attn, s->out);
+    const int64_t group = H / hp->n_head_kv;
+    for (uint32_t i = 0; i < s->n_tok; i++) {
+        const float *q = s->q + i * s->q_width;
+        float *attn = s->attn + i * s->a_width;
+        for (int64_t h = 0; h < H; h++)
+            attend_head(s, st, q + h * D, h / group, s->pos0 + i, scale, attn + h * D);
+        if (s->v_rotation)
+            bg_hadamard(attn, H * D, s->v_rotation);
+        if (gated_q) {
+            const float *gate = s->gate + i * s->a_width;
+            for (int64_t j = 0; j < H * D; j++)
+                attn[j] *= bg_sigmoid(gate[j]);
+        }
+    }
+    bg_project(s, L->t[BG_ROLE_ATTN_OUT], s->attn, s->a_width, s->out, hp->n_embd);
 }
 
-/* out += weight * down(silu(gate x) * up(x)) for one expert (or the shared
- * one, expert == -1). */
-static void expert_ffn(brigade_session *s, const bg_layer *L, int64_t expert, float weight)
+/* down(silu(gate x) * up(x)) for n gathered rows of gx, into gy. expert -1
+ * is the shared expert. */
+static void expert_ffn(brigade_session *s, const bg_layer *L, int64_t expert, uint32_t n)
 {
     bool shared = expert < 0;
     const brigade_tensor_info *g = L->t[shared ? BG_ROLE_FFN_GATE_SHEXP : BG_ROLE_FFN_GATE_EXPS];
     const brigade_tensor_info *u = L->t[shared ? BG_ROLE_FFN_UP_SHEXP : BG_ROLE_FFN_UP_EXPS];
     const brigade_tensor_info *d = L->t[shared ? BG_ROLE_FFN_DOWN_SHEXP : BG_ROLE_FFN_DOWN_EXPS];
     uint64_t e = shared ? 0 : (uint64_t)expert;
+    const size_t n_embd = s->hp->n_embd, w = s->ff_width;
     bg_matrix mg = bg_matrix_of(g, e), mu = bg_matrix_of(u, e), md = bg_matrix_of(d, e);
-    bg_matvec(s->pool, &mg, s->xn, s->ff_gate, s->xq);
-    bg_matvec(s->pool, &mu, s->xn, s->ff_up, s->xq);
-    for (uint64_t i = 0; i < mg.n_out; i++)
-        s->ff_gate[i] = bg_silu(s->ff_gate[i]) * s->ff_up[i];
-    bg_matvec(s->pool, &md, s->ff_gate, s->ff_up, s->xq); /* ff_up: [n_embd] here */
-    for (uint64_t i = 0; i < md.n_out; i++)
-        s->out[i] += weight * s->ff_up[i];
+    bg_matmul(s->pool, &mg, s->gx, n_embd, s->ff_gate, w, n, s->xq);
+    bg_matmul(s->pool, &mu, s->gx, n_embd, s->ff_up, w, n, s->xq);
+    for (uint32_t r = 0; r < n; r++)
+        for (uint64_t i = 0; i < mg.n_out; i++)
+            s->ff_gate[r * w + i] = bg_silu(s->ff_gate[r * w + i]) * s->ff_up[r * w + i];
+    bg_matmul(s->pool, &md, s->ff_gate, w, s->gy, n_embd, n, s->xq);
 }
 
-/* Softmax routing over all experts, the top k kept and renormalized, plus
- * a sigmoid-gated shared expert where the layer has one. Reads s->xn,
- * writes s->out. */
-void bg_block_moe(brigade_session *s, uint32_t il)
+/* Softmax routing over all experts, the top k kept and renormalized; the
+ * earlier expert wins a tie. */
+static void route(brigade_session *s, uint32_t i)
 {
     const bg_hparams *hp = s->hp;
-    const bg_layer *L = &s->model->layers[il];
-    bg_project(s, L->t[BG_ROLE_FFN_GATE_INP], s->xn, s->router);
-    bg_softmax(s->router, hp->n_expert, 1.0f);
-
-    /* top-k by probability; the earlier expert wins a tie */
+    float *p = s->router + (size_t)i * hp->n_expert;
+    int32_t *chosen = s->chosen + (size_t)i * hp->n_expert_used;
+    float *w = s->chosen_w + (size_t)i * hp->n_expert_used;
+    bg_softmax(p, hp->n_expert, 1.0f);
     float sum = 0;
     for (uint32_t k = 0; k < hp->n_expert_used; k++) {
         int32_t best = -1;
         for (uint32_t e = 0; e < hp->n_expert; e++) {
             bool taken = false;
             for (uint32_t j = 0; j < k; j++)
-                taken |= s->chosen[j] == (int32_t)e;
-            if (!taken && (best < 0 || s->router[e] > s->router[best]))
+                taken |= chosen[j] == (int32_t)e;
+            if (!taken && (best < 0 || p[e] > p[best]))
                 best = (int32_t)e;
         }
-        s->chosen[k] = best;
-        sum += s->router[best];
+        chosen[k] = best;
+        sum += p[best];
     }
-    memset(s->out, 0, hp->n_embd * sizeof(float));
     for (uint32_t k = 0; k < hp->n_expert_used; k++)
-        expert_ffn(s, L, s->chosen[k], s->router[s->chosen[k]] / sum);
+        w[k] = p[chosen[k]] / sum;
+}
 
-    if (L->t[BG_ROLE_FFN_UP_SHEXP]) {
-        /* the shared expert's gate is one dot product */
-        const float *wg = L->t[BG_ROLE_FFN_GATE_INP_SHEXP]->data;
+/* The routed experts, each run once over all the tokens that chose it (its
+ * weights read once per micro-batch), plus a sigmoid-gated shared expert
+ * where the layer has one. Each token's expert outputs are kept apart and
+ * summed in the order it ranked them, so the result does not depend on the
+ * batch. */
+void bg_block_moe(brigade_session *s, uint32_t il)
+{
+    const bg_hparams *hp = s->hp;
+    const bg_layer *L = &s->model->layers[il];
+    const size_t n_embd = hp->n_embd, K = hp->n_expert_used;
+    bg_project(s, L->t[BG_ROLE_FFN_GATE_INP], s->xn, n_embd, s->router, hp->n_expert);
+    for (uint32_t i = 0; i < s->n_tok; i++)
+        route(s, i);
+
+    for (uint32_t e = 0; e < hp->n_expert; e++) {
+        uint32_t n = 0;
+        for (size_t slot = 0; slot < s->n_tok * K; slot++)
+            if (s->chosen[slot] == (int32_t)e) {
+                s->members[n] = (int32_t)slot;
+                memcpy(s->gx + n * n_embd, s->xn + (slot / K) * n_embd, n_embd * sizeof(float));
+                n++;
+            }
+        if (!n)
+            continue;
+        expert_ffn(s, L, e, n);
+        for (uint32_t r = 0; r < n; r++)
+            memcpy(s->slot_out + (size_t)s->members[r] * n_embd, s->gy + r * n_embd,
+                   n_embd * sizeof(float));
+    }
+    for (uint32_t i = 0; i < s->n_tok; i++) {
+        float *o = s->out + i * n_embd;
+        memset(o, 0, n_embd * sizeof(float));
+        for (size_t k = 0; k < K; k++) {
+            const float w = s->chosen_w[i * K + k];
+            const float *y = s->slot_out + (i * K + k) * n_embd;
+            for (size_t j = 0; j < n_embd; j++)
+                o[j] += w * y[j];
+        }
+    }
+    if (!L->t[BG_ROLE_FFN_UP_SHEXP])
+        return;
+    memcpy(s->gx, s->xn, (size_t)s->n_tok * n_embd * sizeof(float));
+    expert_ffn(s, L, -1, s->n_tok);
+    /* the shared expert's gate is one dot product per token */
+    const float *wg = L->t[BG_ROLE_FFN_GATE_INP_SHEXP]->data;
+    for (uint32_t i = 0; i < s->n_tok; i++) {
+        const float *xn = s->xn + i * n_embd;
         float g = 0;
-        for (uint32_t i = 0; i < hp->n_embd; i++)
-            g += wg[i] * s->xn[i];
-        expert_ffn(s, L, -1, bg_sigmoid(g));
+        for (size_t j = 0; j < n_embd; j++)
+            g += wg[j] * xn[j];
+        g = bg_sigmoid(g);
+        float *o = s->out + i * n_embd;
+        const float *y = s->gy + i * n_embd;
+        for (size_t j = 0; j < n_embd; j++)
+            o[j] += g * y[j];
     }
 }

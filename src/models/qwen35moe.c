@@ -14,27 +14,18 @@
  *   beta  = sigmoid(W_beta x), decay g = softplus(W_alpha x + dt) * a
  *   M     = M * exp(g);  M += beta (v - M k) k^T;  o = M q / sqrt(d)
  *   out   = W_out (rmsnorm(o) * silu(z)), z = W_gate x */
-static void deltanet(brigade_session *s, uint32_t il)
+/* The recurrent part for token i of the micro-batch: convolution, the
+ * delta-rule update of the state, and the gated norm, into s->attn. */
+static void deltanet_token(brigade_session *s, const bg_layer *L, const bg_layer_state *st,
+                           uint32_t i)
 {
     const bg_hparams *hp = s->hp;
-    const bg_layer *L = &s->model->layers[il];
-    const bg_layer_state *st = &s->layers[il];
     const int64_t S = hp->ssm_state_size, Hk = hp->ssm_group_count, Hv = hp->ssm_time_step_rank;
-    const int64_t key_dim = S * Hk, value_dim = S * Hv, conv_dim = 2 * key_dim + value_dim;
+    const int64_t key_dim = S * Hk, conv_dim = 2 * key_dim + S * Hv;
     const int64_t K = hp->ssm_conv_kernel;
-
-    float *qkv = s->q;           /* [conv_dim] */
-    float *z = s->gate;          /* [value_dim] */
-    float *beta = s->heads, *alpha = s->heads + Hv;
-    bg_project(s, L->t[BG_ROLE_SSM_QKV], s->xn, qkv);
-    bg_project(s, L->t[BG_ROLE_SSM_GATE], s->xn, z);
-    bg_project(s, L->t[BG_ROLE_SSM_BETA], s->xn, beta);
-    bg_project(s, L->t[BG_ROLE_SSM_ALPHA], s->xn, alpha);
-    const float *dt = L->t[BG_ROLE_SSM_DT]->data, *a = L->t[BG_ROLE_SSM_A]->data;
-    for (int64_t h = 0; h < Hv; h++) {
-        beta[h] = bg_sigmoid(beta[h]);
-        alpha[h] = bg_softplus(alpha[h] + dt[h]) * a[h]; /* now the log-decay g */
-    }
+    float *qkv = s->q + i * s->q_width;   /* [conv_dim] */
+    const float *z = s->gate + i * s->a_width; /* [value_dim] */
+    const float *beta = s->heads + (size_t)i * 2 * Hv, *decay = beta + Hv;
 
     /* causal depthwise convolution over [state | this token], then silu;
      * the state keeps the last K-1 inputs */
@@ -59,50 +50,81 @@ static void deltanet(brigade_session *s, uint32_t il)
     }
 
     const float scale = 1.0f / sqrtf((float)S);
-    float *o = s->attn; /* [Hv][S] */
+    float *o = s->attn + i * s->a_width; /* [Hv][S] */
     for (int64_t h = 0; h < Hv; h++) {
         float *M = st->ssm + h * S * S;
+        /* value heads share key heads by tiling, as llama.cpp repeats them */
         const float *qh = q + (h % Hk) * S, *kh = k + (h % Hk) * S, *vh = v + h * S;
-        const float decay = expf(alpha[h]);
-        for (int64_t i = 0; i < S * S; i++)
-            M[i] *= decay;
-        for (int64_t i = 0; i < S; i++) {
-            float *row = M + i * S;
+        const float g = expf(decay[h]);
+        for (int64_t j = 0; j < S * S; j++)
+            M[j] *= g;
+        for (int64_t r = 0; r < S; r++) {
+            float *row = M + r * S;
             float mk = 0;
             for (int64_t j = 0; j < S; j++)
                 mk += row[j] * kh[j];
-            const float d = (vh[i] - mk) * beta[h];
+            const float d = (vh[r] - mk) * beta[h];
             float mq = 0;
             for (int64_t j = 0; j < S; j++) {
                 row[j] += kh[j] * d;
                 mq += row[j] * qh[j];
             }
-            o[h * S + i] = mq * scale;
+            o[h * S + r] = mq * scale;
         }
     }
-    /* gated norm per value head, then the output projection */
+    /* gated norm per value head */
     const float *norm_w = L->t[BG_ROLE_SSM_NORM]->data;
     for (int64_t h = 0; h < Hv; h++) {
         bg_rmsnorm(o + h * S, o + h * S, norm_w, S, hp->rms_eps);
-        for (int64_t i = 0; i < S; i++)
-            o[h * S + i] *= bg_silu(z[h * S + i]);
+        for (int64_t j = 0; j < S; j++)
+            o[h * S + j] *= bg_silu(z[h * S + j]);
     }
-    bg_project(s, L->t[BG_ROLE_SSM_OUT], o, s->out);
 }
 
-void bg_qwen35moe_layer(brigade_session *s, uint32_t il, uint32_t pos)
+/* Gated DeltaNet over the micro-batch. Reads s->xn, writes s->out.
+ *   qkv   = W_qkv x, convolved over the last conv_kernel tokens, silu
+ *   q, k  = l2-normalized per key head, shared by value heads (tiled)
+ *   beta  = sigmoid(W_beta x), decay g = softplus(W_alpha x + dt) * a
+ *   M     = M * exp(g);  M += beta (v - M k) k^T;  o = M q / sqrt(d)
+ *   out   = W_out (rmsnorm(o) * silu(z)), z = W_gate x
+ * The projections run for all tokens at once; the recurrence in order. */
+static void deltanet(brigade_session *s, uint32_t il)
 {
     const bg_hparams *hp = s->hp;
     const bg_layer *L = &s->model->layers[il];
-    bg_rmsnorm(s->xn, s->x, L->t[BG_ROLE_ATTN_NORM]->data, hp->n_embd, hp->rms_eps);
+    const bg_layer_state *st = &s->layers[il];
+    const size_t Hv = hp->ssm_time_step_rank, n_embd = hp->n_embd;
+    bg_project(s, L->t[BG_ROLE_SSM_QKV], s->xn, n_embd, s->q, s->q_width);
+    bg_project(s, L->t[BG_ROLE_SSM_GATE], s->xn, n_embd, s->gate, s->a_width);
+    bg_project(s, L->t[BG_ROLE_SSM_BETA], s->xn, n_embd, s->heads, 2 * Hv);
+    bg_project(s, L->t[BG_ROLE_SSM_ALPHA], s->xn, n_embd, s->heads + Hv, 2 * Hv);
+    const float *dt = L->t[BG_ROLE_SSM_DT]->data, *a = L->t[BG_ROLE_SSM_A]->data;
+    for (uint32_t i = 0; i < s->n_tok; i++) {
+        float *beta = s->heads + (size_t)i * 2 * Hv, *alpha = beta + Hv;
+        for (size_t h = 0; h < Hv; h++) {
+            beta[h] = bg_sigmoid(beta[h]);
+            alpha[h] = bg_softplus(alpha[h] + dt[h]) * a[h]; /* now the log-decay */
+        }
+    }
+    for (uint32_t i = 0; i < s->n_tok; i++)
+        deltanet_token(s, L, st, i);
+    bg_project(s, L->t[BG_ROLE_SSM_OUT], s->attn, s->a_width, s->out, n_embd);
+}
+
+void bg_qwen35moe_layer(brigade_session *s, uint32_t il)
+{
+    const bg_hparams *hp = s->hp;
+    const bg_layer *L = &s->model->layers[il];
+    const size_t n = hp->n_embd;
+    for (uint32_t i = 0; i < s->n_tok; i++)
+        bg_rmsnorm(s->xn + i * n, s->x + i * n, L->t[BG_ROLE_ATTN_NORM]->data, n, hp->rms_eps);
     if (bg_hparams_is_recurrent(hp, il))
         deltanet(s, il);
     else
-        bg_block_attention(s, il, pos, true);
-    for (uint32_t i = 0; i < hp->n_embd; i++)
-        s->x[i] += s->out[i];
-    bg_rmsnorm(s->xn, s->x, L->t[BG_ROLE_POST_NORM]->data, hp->n_embd, hp->rms_eps);
+        bg_block_attention(s, il, true);
+    bg_add_residual(s);
+    for (uint32_t i = 0; i < s->n_tok; i++)
+        bg_rmsnorm(s->xn + i * n, s->x + i * n, L->t[BG_ROLE_POST_NORM]->data, n, hp->rms_eps);
     bg_block_moe(s, il);
-    for (uint32_t i = 0; i < hp->n_embd; i++)
-        s->x[i] += s->out[i];
+    bg_add_residual(s);
 }

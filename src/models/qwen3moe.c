@@ -3,16 +3,17 @@
 #include "ops.h"
 #include "session.h"
 
-void bg_qwen3moe_layer(brigade_session *s, uint32_t il, uint32_t pos)
+void bg_qwen3moe_layer(brigade_session *s, uint32_t il)
 {
     const bg_hparams *hp = s->hp;
     const bg_layer *L = &s->model->layers[il];
-    bg_rmsnorm(s->xn, s->x, L->t[BG_ROLE_ATTN_NORM]->data, hp->n_embd, hp->rms_eps);
-    bg_block_attention(s, il, pos, false);
-    for (uint32_t i = 0; i < hp->n_embd; i++)
-        s->x[i] += s->out[i];
-    bg_rmsnorm(s->xn, s->x, L->t[BG_ROLE_FFN_NORM]->data, hp->n_embd, hp->rms_eps);
+    const size_t n = hp->n_embd;
+    for (uint32_t i = 0; i < s->n_tok; i++)
+        bg_rmsnorm(s->xn + i * n, s->x + i * n, L->t[BG_ROLE_ATTN_NORM]->data, n, hp->rms_eps);
+    bg_block_attention(s, il, false);
+    bg_add_residual(s);
+    for (uint32_t i = 0; i < s->n_tok; i++)
+        bg_rmsnorm(s->xn + i * n, s->x + i * n, L->t[BG_ROLE_FFN_NORM]->data, n, hp->rms_eps);
     bg_block_moe(s, il);
-    for (uint32_t i = 0; i < hp->n_embd; i++)
-        s->x[i] += s->out[i];
+    bg_add_residual(s);
 }
