@@ -52,7 +52,7 @@ $(BUILD)/tests/test_%: tests/test_%.c tests/check.h $(BUILD)/libbrigade.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $< $(BUILD)/libbrigade.a $(LIBS) -o $@
 
-$(BUILD)/tests/oracle_%: tests/oracle_%.c tests/check.h $(BUILD)/libbrigade.a $(ORACLE)/stamp
+$(BUILD)/tests/oracle_%: tests/oracle_%.c tests/check.h tests/oracle.h $(BUILD)/libbrigade.a $(ORACLE)/stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(ORACLE_CFLAGS) -DORACLE_LIB_DIR='"$(abspath $(ORACLE_LIB))"' \
 	    -DORACLE_SRC_DIR='"$(abspath $(ORACLE_SRCDIR))"' \
@@ -83,9 +83,9 @@ $(BUILD)/fuzz_gguf: fuzz/fuzz_gguf.c $(LIB_SRC)
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 .PHONY: bench
 bench: $(BENCH_BIN)
-$(BUILD)/bench/%: bench/%.c $(BUILD)/libbrigade.a $(ORACLE)/stamp
+$(BUILD)/bench/%: bench/%.c tests/oracle.h $(BUILD)/libbrigade.a $(ORACLE)/stamp
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(ORACLE_CFLAGS) -DORACLE_LIB_DIR='"$(abspath $(ORACLE_LIB))"' \
+	$(CC) $(ALL_CFLAGS) $(ORACLE_CFLAGS) -Itests -DORACLE_LIB_DIR='"$(abspath $(ORACLE_LIB))"' \
 	    -DORACLE_SRC_DIR='"$(abspath $(ORACLE_SRCDIR))"' \
 	    $< $(BUILD)/libbrigade.a $(ORACLE_LIBS) $(LIBS) -o $@
 

@@ -87,34 +87,15 @@ static void pop_to(history *h, size_t n)
 
 typedef struct chat_view {
     brigade_chat_parser *parser;
-    bool tty, in_reasoning;
+    gen_view view;
 } chat_view;
-
-static void show(chat_view *v, const brigade_chat_delta *d)
-{
-    if (d->reasoning_len) {
-        if (!v->in_reasoning)
-            fputs(v->tty ? "\033[2m" : "[thinking] ", stdout);
-        v->in_reasoning = true;
-        fwrite(d->reasoning, 1, d->reasoning_len, stdout);
-    }
-    if ((d->content_len || d->n_tool_calls) && v->in_reasoning) {
-        fputs(v->tty ? "\033[0m\n" : "\n[answer] ", stdout);
-        v->in_reasoning = false;
-    }
-    if (d->content_len)
-        fwrite(d->content, 1, d->content_len, stdout);
-    for (size_t i = 0; i < d->n_tool_calls; i++)
-        printf("\n[tool call] %s %s\n", d->tool_calls[i].name, d->tool_calls[i].arguments);
-    fflush(stdout);
-}
 
 static void on_text(void *user, const char *text, size_t len)
 {
     chat_view *v = user;
     brigade_chat_delta d;
     if (brigade_chat_parser_feed(v->parser, text, len, &d, NULL) == BRIGADE_OK)
-        show(v, &d);
+        gen_view_show(&v->view, &d);
 }
 
 /* Renders the history, generates the assistant's answer and appends it. */
@@ -123,7 +104,8 @@ static bool answer(gen_engine *e, const gen_flags *f, history *h)
     brigade_chat_options copts = {.add_generation_prompt = true, .disable_thinking = f->no_think};
     brigade_chat_prompt prompt = {0};
     brigade_error err = {0};
-    chat_view view = {.tty = isatty(STDOUT_FILENO)};
+    chat_view view = {.view = {.reasoning_out = stdout, .dim = isatty(STDOUT_FILENO),
+                               .open_mark = "[thinking] ", .close_mark = "\n[answer] "}};
     bool ok = false;
     int32_t *tokens = NULL;
     size_t n_tokens = 0;
@@ -139,10 +121,8 @@ static bool answer(gen_engine *e, const gen_flags *f, history *h)
                             &stats, &err);
     brigade_chat_delta d;
     if (brigade_chat_parser_finish(view.parser, &d, NULL) == BRIGADE_OK)
-        show(&view, &d);
-    if (view.in_reasoning && view.tty)
-        fputs("\033[0m", stdout);
-    putchar('\n');
+        gen_view_show(&view.view, &d);
+    gen_view_end(&view.view);
     if (stop == GEN_STOP_ERROR) {
         fprintf(stderr, "error: %s\n", err.message);
         goto done;

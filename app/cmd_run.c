@@ -20,32 +20,8 @@ static void run_usage(FILE *out)
 
 typedef struct run_output {
     brigade_chat_parser *parser; /* NULL in --raw mode */
-    bool dim;                    /* stderr is a terminal */
-    bool in_reasoning;
+    gen_view view;
 } run_output;
-
-static void show_delta(run_output *o, const brigade_chat_delta *d)
-{
-    if (d->reasoning_len) {
-        if (!o->in_reasoning && o->dim)
-            fputs("\033[2m", stderr);
-        o->in_reasoning = true;
-        fwrite(d->reasoning, 1, d->reasoning_len, stderr);
-        fflush(stderr);
-    }
-    if ((d->content_len || d->n_tool_calls) && o->in_reasoning) {
-        if (o->dim)
-            fputs("\033[0m", stderr);
-        fputc('\n', stderr);
-        o->in_reasoning = false;
-    }
-    if (d->content_len) {
-        fwrite(d->content, 1, d->content_len, stdout);
-        fflush(stdout);
-    }
-    for (size_t i = 0; i < d->n_tool_calls; i++)
-        printf("\n[tool call] %s %s\n", d->tool_calls[i].name, d->tool_calls[i].arguments);
-}
 
 static void on_text(void *user, const char *text, size_t len)
 {
@@ -57,7 +33,7 @@ static void on_text(void *user, const char *text, size_t len)
     }
     brigade_chat_delta d;
     if (brigade_chat_parser_feed(o->parser, text, len, &d, NULL) == BRIGADE_OK)
-        show_delta(o, &d);
+        gen_view_show(&o->view, &d);
 }
 
 static char *read_file(const char *path, size_t *len)
@@ -132,7 +108,8 @@ int cmd_run(int argc, char **argv)
     int rc = 1;
     brigade_error err = {0};
     brigade_chat_prompt rendered = {0};
-    run_output out = {.dim = isatty(STDERR_FILENO)};
+    run_output out = {.view = {.reasoning_out = stderr, .dim = isatty(STDERR_FILENO),
+                               .open_mark = "", .close_mark = "\n"}};
     brigade_chat_options copts = {.add_generation_prompt = true, .disable_thinking = f.no_think};
     const char *text = prompt;
     size_t text_len = prompt_len;
@@ -164,11 +141,9 @@ int cmd_run(int argc, char **argv)
     if (out.parser) {
         brigade_chat_delta d;
         if (brigade_chat_parser_finish(out.parser, &d, NULL) == BRIGADE_OK)
-            show_delta(&out, &d);
+            gen_view_show(&out.view, &d);
     }
-    if (out.in_reasoning && out.dim)
-        fputs("\033[0m", stderr);
-    putchar('\n');
+    gen_view_end(&out.view);
     if (stop == GEN_STOP_ERROR) {
         fprintf(stderr, "run: %s\n", err.message);
         goto done;

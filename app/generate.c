@@ -327,3 +327,37 @@ void gen_print_stats(const gen_engine *e, const gen_stats *s)
     fprintf(stderr, "generation: %8zu tokens in %.2f s, %.2f tokens/s\n", s->n_generated,
             s->gen_seconds, s->gen_seconds > 0 ? (double)s->n_generated / s->gen_seconds : 0.0);
 }
+
+static void close_reasoning(gen_view *v)
+{
+    if (!v->in_reasoning)
+        return;
+    fputs(v->dim ? "\033[0m\n" : v->close_mark, v->reasoning_out);
+    fflush(v->reasoning_out);
+    v->in_reasoning = false;
+}
+
+void gen_view_show(gen_view *v, const brigade_chat_delta *d)
+{
+    if (d->reasoning_len) {
+        if (!v->in_reasoning)
+            fputs(v->dim ? "\033[2m" : v->open_mark, v->reasoning_out);
+        v->in_reasoning = true;
+        fwrite(d->reasoning, 1, d->reasoning_len, v->reasoning_out);
+        fflush(v->reasoning_out);
+    }
+    if (d->content_len || d->n_tool_calls)
+        close_reasoning(v);
+    if (d->content_len)
+        fwrite(d->content, 1, d->content_len, stdout);
+    for (size_t i = 0; i < d->n_tool_calls; i++)
+        printf("\n[tool call] %s %s\n", d->tool_calls[i].name, d->tool_calls[i].arguments);
+    fflush(stdout);
+}
+
+void gen_view_end(gen_view *v)
+{
+    close_reasoning(v);
+    putchar('\n');
+    fflush(stdout);
+}

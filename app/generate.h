@@ -70,6 +70,20 @@ int32_t *gen_tokenize(const gen_engine *e, const char *text, size_t len, bool ad
                       size_t *n, brigade_error *err);
 
 void gen_print_stats(const gen_engine *e, const gen_stats *s);
+
+/* Shows parsed output as it streams: reasoning set apart on its own stream
+ * (dimmed on a terminal, else between the given marks), the answer on
+ * stdout, tool calls as "[tool call] name {arguments}" lines. */
+typedef struct gen_view {
+    FILE *reasoning_out;
+    bool dim;
+    const char *open_mark, *close_mark; /* used when not dimming */
+    bool in_reasoning;
+} gen_view;
+
+void gen_view_show(gen_view *v, const brigade_chat_delta *d);
+/* Closes a reasoning block left open and ends the line. */
+void gen_view_end(gen_view *v);
 const char *gen_stop_name(gen_stop stop);
 
 #endif

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "brigade.h"
+#include "oracle.h"
 #include "ggml-backend.h"
 #include "llama.h"
 
@@ -16,20 +17,6 @@ static double now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static bool quiet_progress(float p, void *u)
-{
-    (void)p;
-    (void)u;
-    return true;
-}
-
-static void quiet_log(enum ggml_log_level level, const char *text, void *user)
-{
-    (void)user;
-    if (level >= GGML_LOG_LEVEL_ERROR)
-        fputs(text, stderr);
 }
 
 static int argmax(const float *x, int n)
@@ -107,11 +94,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-t")) threads = v;
         else if (!strcmp(argv[i], "-r")) reps = v;
     }
-    llama_log_set(quiet_log, NULL);
-    llama_backend_init();
-    ggml_backend_load_all_from_path(ORACLE_LIB_DIR);
+    oracle_init();
     struct llama_model_params mp = llama_model_default_params();
-    mp.progress_callback = quiet_progress;
+    mp.progress_callback = oracle_no_progress;
     struct llama_model *lm = llama_model_load_from_file(argv[1], mp);
     brigade_model *bm;
     brigade_error err;

@@ -15,15 +15,9 @@
 #include <time.h>
 
 #include "brigade.h"
+#include "oracle.h"
 #include "ggml-backend.h"
 #include "llama.h"
-
-static void quiet_log(enum ggml_log_level level, const char *text, void *user)
-{
-    (void)user;
-    if (level >= GGML_LOG_LEVEL_ERROR)
-        fputs(text, stderr);
-}
 
 static double now(void)
 {
@@ -175,9 +169,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", err.message);
         return 1;
     }
-    llama_log_set(quiet_log, NULL);
-    llama_backend_init();
-    ggml_backend_load_all_from_path(ORACLE_LIB_DIR);
+    oracle_init();
     struct llama_model_params mp = llama_model_default_params();
     mp.vocab_only = true;
     struct llama_model *model = llama_model_load_from_file(path, mp);

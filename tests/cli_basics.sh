@@ -4,20 +4,8 @@
 B=${BRIGADE:-build/brigade}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/lib_cli.sh"
 
-# expect RC PATTERN -- command...: exit status RC and PATTERN in its output.
-expect() {
-    rc=$1 pat=$2
-    shift 3
-    out=$("$@" 2>&1)
-    got=$?
-    if [ "$got" -ne "$rc" ]; then bad "$* exited $got, expected $rc: $out"; return; fi
-    if ! printf '%s' "$out" | grep -q -- "$pat"; then bad "$*: output lacks '$pat': $out"; return; fi
-    ok
-}
 
 expect 0 "usage: brigade" -- "$B" --help
 expect 2 "unknown command 'frobnicate'" -- "$B" frobnicate
@@ -51,5 +39,4 @@ expect 1 "ends beyond the end of the file" -- "$B" info "$T/cut.gguf"
 expect 0 "wrote" -- "$B" synth "$T/full.gguf" --preset qwen3.6-35b-a3b --type q4_k --sparse
 expect 0 "params:     3466" -- "$B" info "$T/full.gguf"
 
-echo "cli_basics: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish cli_basics

@@ -5,18 +5,7 @@ B=${BRIGADE:-build/brigade}
 V=${ORACLE_SRC_DIR:-.oracle/llama.cpp}/models/ggml-vocab-qwen35.gguf
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-expect() {
-    rc=$1 pat=$2
-    shift 3
-    out=$("$@" 2>&1)
-    got=$?
-    if [ "$got" -ne "$rc" ]; then bad "$* exited $got, expected $rc: $out"; return; fi
-    if ! printf '%s' "$out" | grep -q -- "$pat"; then bad "$*: output lacks '$pat': $out"; return; fi
-    ok
-}
+. "$(dirname "$0")/lib_cli.sh"
 
 "$B" synth "$T/m.gguf" --preset tiny-qwen35moe --type q8_0 --vocab "$V" 2>/dev/null || bad "synth"
 M="$T/m.gguf"
@@ -43,5 +32,4 @@ rc=$?
 [ $rc -eq 0 ] && ok || bad "chat exited $rc: $out"
 printf '%s' "$out" | grep -q "conversation cleared" && ok || bad "chat /clear: $out"
 
-echo "cli_run: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish cli_run

@@ -9,23 +9,8 @@ Q=$M/ggml-vocab-qwen35.gguf
 L=$M/ggml-vocab-llama-bpe.gguf
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/lib_cli.sh"
 
-# expect RC PATTERN -- command...: exit status RC and PATTERN in its output.
-expect() {
-    rc=$1 pat=$2
-    shift 3
-    out=$("$@" 2>&1)
-    got=$?
-    if [ "$got" -ne "$rc" ]; then bad "$* exited $got, expected $rc: $out"; return; fi
-    if ! printf '%s' "$out" | grep -q -- "$pat"; then
-        bad "$*: output lacks '$pat': $out"
-        return
-    fi
-    ok
-}
 
 # same NAME EXPECTED ACTUAL
 same() {
@@ -104,5 +89,4 @@ expect 1 "'llama' is not supported" -- "$B" tokenize -m "$M/ggml-vocab-llama-spm
 expect 1 "'deepseek-coder' is not supported (supported: qwen35" -- \
     "$B" tokenize -m "$M/ggml-vocab-deepseek-coder.gguf" -p hi
 
-echo "cli_tokenize: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish cli_tokenize

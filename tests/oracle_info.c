@@ -12,6 +12,7 @@
 
 #include "brigade.h"
 #include "check.h"
+#include "oracle.h"
 #include "ggml-backend.h"
 #include "ggml.h"
 #include "gguf.h"
@@ -104,13 +105,6 @@ static void compare_kv(const char *what, struct gguf_context *g, int64_t id, con
     }
 }
 
-static bool no_progress(float p, void *u)
-{
-    (void)p;
-    (void)u;
-    return true;
-}
-
 static void compare_file(const char *path, const char *what, bool is_model)
 {
     json_t *j = info_json(path);
@@ -177,7 +171,7 @@ static void compare_file(const char *path, const char *what, bool is_model)
     /* The loader's view: vocabulary and, for models, parameters and size. */
     struct llama_model_params mp = llama_model_default_params();
     mp.vocab_only = !is_model;
-    mp.progress_callback = no_progress;
+    mp.progress_callback = oracle_no_progress;
     struct llama_model *model = llama_model_load_from_file(path, mp);
     CHECK(model != NULL, "%s: llama.cpp cannot load it", what);
     if (model) {
@@ -223,18 +217,9 @@ static void check_text_output(const char *path)
     free(out);
 }
 
-static void quiet_log(enum ggml_log_level level, const char *text, void *user)
-{
-    (void)user;
-    if (level >= GGML_LOG_LEVEL_ERROR)
-        fputs(text, stderr);
-}
-
 int main(void)
 {
-    llama_log_set(quiet_log, NULL);
-    llama_backend_init();
-    ggml_backend_load_all_from_path(ORACLE_LIB_DIR);
+    oracle_init();
 
     char path[256];
     snprintf(path, sizeof path, "/tmp/brigade-oracle-info-%d.gguf", (int)getpid());

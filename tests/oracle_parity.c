@@ -22,6 +22,7 @@
 
 #include "brigade.h"
 #include "check.h"
+#include "oracle.h"
 #include "ggml-backend.h"
 #include "llama.h"
 
@@ -29,26 +30,12 @@ enum { N_TOKENS = 64 };
 #define QUANT_NMSE 2e-4
 #define QUANT_ARGMAX 0.96
 
-static bool no_progress(float p, void *u)
-{
-    (void)p;
-    (void)u;
-    return true;
-}
-
-static void quiet_log(enum ggml_log_level level, const char *text, void *user)
-{
-    (void)user;
-    if (level >= GGML_LOG_LEVEL_ERROR)
-        fputs(text, stderr);
-}
-
 /* llama.cpp logits for every position; batched = one decode call. */
 static float *oracle_logits(const char *path, const int32_t *tokens, int n, bool batched,
                             uint32_t cache_type, int *n_vocab)
 {
     struct llama_model_params mp = llama_model_default_params();
-    mp.progress_callback = no_progress;
+    mp.progress_callback = oracle_no_progress;
     /* Token by token, the plain CPU path: no repacked weights, so
      * activations are quantized the plain way (as the engine issue asks). */
     mp.use_extra_bufts = batched;
@@ -236,7 +223,7 @@ static void greedy(const char *preset)
 
     /* llama.cpp */
     struct llama_model_params mp = llama_model_default_params();
-    mp.progress_callback = no_progress;
+    mp.progress_callback = oracle_no_progress;
     mp.use_extra_bufts = false;
     struct llama_model *model = llama_model_load_from_file(path, mp);
     struct llama_context_params cp = llama_context_default_params();
@@ -286,9 +273,7 @@ static void greedy(const char *preset)
 
 int main(void)
 {
-    llama_log_set(quiet_log, NULL);
-    llama_backend_init();
-    ggml_backend_load_all_from_path(ORACLE_LIB_DIR);
+    oracle_init();
     const char *presets[] = {"tiny-qwen3moe", "tiny-qwen35moe"};
     /* Float weights with top-k routing (2 of 8 experts). */
     for (int p = 0; p < 2; p++) {

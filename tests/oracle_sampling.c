@@ -18,6 +18,7 @@
 
 #include "brigade.h"
 #include "check.h"
+#include "oracle.h"
 #include "llama.h"
 #include "sampling.h"
 
@@ -587,17 +588,9 @@ static void timing(scratch *w)
     }
 }
 
-static void quiet_log(enum ggml_log_level level, const char *text, void *user)
-{
-    (void)user;
-    if (level >= GGML_LOG_LEVEL_ERROR)
-        fputs(text, stderr);
-}
-
 int main(void)
 {
-    llama_log_set(quiet_log, NULL);
-    llama_backend_init();
+    oracle_init();
     enum { N = 2 * BIG_VOCAB + 16 };
     scratch w = {
         .td = malloc(N * sizeof(llama_token_data)),

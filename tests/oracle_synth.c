@@ -10,22 +10,9 @@
 
 #include "brigade.h"
 #include "check.h"
+#include "oracle.h"
 #include "ggml-backend.h"
 #include "llama.h"
-
-static bool no_progress(float progress, void *user)
-{
-    (void)progress;
-    (void)user;
-    return true;
-}
-
-static void quiet_log(enum ggml_log_level level, const char *text, void *user)
-{
-    (void)user;
-    if (level >= GGML_LOG_LEVEL_ERROR)
-        fputs(text, stderr);
-}
 
 typedef struct totals {
     uint64_t params, bytes;
@@ -54,7 +41,7 @@ static void run_in_oracle(const char *path, const char *what, bool decode)
     totals mine = {0, 0};
     CHECK(brigade_totals(path, &mine), "%s: brigade cannot read its own file", what);
     struct llama_model_params mp = llama_model_default_params();
-    mp.progress_callback = no_progress;
+    mp.progress_callback = oracle_no_progress;
     /* Map the file and use the weights in place: no repacked copies, so a
      * sparse full-size file loads without touching its data. */
     mp.load_mode = LLAMA_LOAD_MODE_MMAP;
@@ -122,9 +109,7 @@ static void synth_and_check(const char *preset, const char *type_name, uint32_t 
 
 int main(void)
 {
-    llama_log_set(quiet_log, NULL);
-    llama_backend_init();
-    ggml_backend_load_all_from_path(ORACLE_LIB_DIR);
+    oracle_init();
 
     static const struct {
         const char *name;

@@ -27,19 +27,13 @@
 
 #include "brigade.h"
 #include "check.h"
+#include "oracle.h"
 #include "ggml-backend.h"
 #include "gguf_writer.h"
 #include "llama.h"
 #include "tokenizer.h"
 
 #define N_GENERATED 10000
-
-static void quiet_log(enum ggml_log_level level, const char *text, void *user)
-{
-    (void)user;
-    if (level >= GGML_LOG_LEVEL_ERROR)
-        fputs(text, stderr);
-}
 
 static double now(void)
 {
@@ -1102,9 +1096,7 @@ static void check_refusals(const char *dir)
 int main(void)
 {
     double t0 = now();
-    llama_log_set(quiet_log, NULL);
-    llama_backend_init();
-    ggml_backend_load_all_from_path(ORACLE_LIB_DIR);
+    oracle_init();
 
     static const char *const names[] = {"qwen35", "qwen2", "llama-bpe", "gpt-2"};
     for (size_t i = 0; i < 4; i++) {
