@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "kernels.h"
 #include "quant.h"
 #include "types.h"
 
@@ -21,7 +22,7 @@ size_t bg_matmul_scratch(uint64_t n_in, uint64_t n_rows)
 
 typedef struct matmul_job {
     const bg_matrix *w;
-    const bg_quant_ops *ops;
+    bg_dot_fn dot;
     const uint8_t *xq;
     size_t xq_row; /* bytes of one converted activation row */
     float *y;
@@ -39,7 +40,7 @@ static void matmul_task(void *ctx, int64_t task, unsigned worker)
     for (uint64_t r = r0; r < r1; r++) {
         const uint8_t *row = j->w->data + r * j->w->row_bytes;
         for (uint32_t i = 0; i < j->n; i++)
-            j->y[i * j->y_stride + r] = j->ops->dot((int64_t)j->w->n_in, row, j->xq + i * j->xq_row);
+            j->y[i * j->y_stride + r] = j->dot((int64_t)j->w->n_in, row, j->xq + i * j->xq_row);
     }
 }
 
@@ -53,7 +54,7 @@ void bg_matmul(bg_pool *pool, const bg_matrix *w, const float *x, size_t x_strid
     uint8_t *xq = scratch;
     for (uint32_t i = 0; i < n; i++)
         aops->quantize_activations(x + i * x_stride, xq + i * xq_row, (int64_t)w->n_in);
-    matmul_job j = {w, ops, xq, (size_t)xq_row, y, y_stride, n, 0};
+    matmul_job j = {w, bg_kernel_dot((bg_type)w->type), xq, (size_t)xq_row, y, y_stride, n, 0};
     unsigned n_threads = pool ? bg_pool_threads(pool) : 1;
     /* Several tasks a thread balance uneven progress; small matrices stay whole. */
     uint64_t tasks = w->n_out < 64 ? 1 : (uint64_t)n_threads * 4;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "fp16.h"
+#include "kernels.h"
 #include "ops.h"
 #include "quant.h"
 #include "session.h"
@@ -36,6 +37,7 @@ static void attend_head(brigade_session *s, const bg_layer_state *st, const floa
     const bg_quant_ops *kops = bg_quant_ops_get((bg_type)s->type_k);
     const bg_quant_ops *vops = bg_quant_ops_get((bg_type)s->type_v);
     const bg_quant_ops *qops = bg_quant_ops_get(kops->dot_type);
+    const bg_dot_fn kdot = bg_kernel_dot((bg_type)s->type_k);
     uint64_t k_head_bytes, v_head_bytes;
     bg_type_row_bytes((bg_type)s->type_k, (uint64_t)D, &k_head_bytes);
     bg_type_row_bytes((bg_type)s->type_v, (uint64_t)D, &v_head_bytes);
@@ -49,7 +51,7 @@ static void attend_head(brigade_session *s, const bg_layer_state *st, const floa
     for (uint32_t t = 0; t <= pos; t++) {
         const uint8_t *kt = st->k_cache + t * s->k_row_bytes + kvh * k_head_bytes;
         const uint8_t *vt = st->v_cache + t * s->v_row_bytes + kvh * v_head_bytes;
-        const float sc = kops->dot(D, kt, s->xq) * scale;
+        const float sc = kdot(D, kt, s->xq) * scale;
         const float m_old = M;
         float ms = 1.0f, vs = 1.0f;
         if (sc > M) {

@@ -1,0 +1,77 @@
+#include "kernels.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "quant.h"
+
+#ifdef BG_KERNELS_X86
+/* AVX2 + FMA + F16C: every x86-64 desktop since 2013. */
+static bool cpu_has_avx2(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+}
+
+static bg_dot_fn avx2_dot(bg_type type)
+{
+    switch (type) {
+    case BG_TYPE_F32: return bg_dot_f32_avx2;
+    case BG_TYPE_F16: return bg_dot_f16_avx2;
+    case BG_TYPE_BF16: return bg_dot_bf16_avx2;
+    case BG_TYPE_Q8_0: return bg_dot_q8_0_avx2;
+    case BG_TYPE_Q4_0: return bg_dot_q4_0_avx2;
+    case BG_TYPE_Q4_1: return bg_dot_q4_1_avx2;
+    case BG_TYPE_Q5_0: return bg_dot_q5_0_avx2;
+    case BG_TYPE_Q5_1: return bg_dot_q5_1_avx2;
+    case BG_TYPE_IQ4_NL: return bg_dot_iq4_nl_avx2;
+    case BG_TYPE_Q4_K: return bg_dot_q4_K_avx2;
+    case BG_TYPE_Q5_K: return bg_dot_q5_K_avx2;
+    case BG_TYPE_Q6_K: return bg_dot_q6_K_avx2;
+    case BG_TYPE_IQ4_XS: return bg_dot_iq4_xs_avx2;
+    default: return NULL;
+    }
+}
+#endif
+
+size_t bg_kernel_dot_variants(bg_type type, bg_dot_variant *out, size_t cap)
+{
+    size_t n = 0;
+    const bg_quant_ops *ops = bg_quant_ops_get(type);
+    if (!ops || !ops->dot)
+        return 0;
+    if (n < cap)
+        out[n] = (bg_dot_variant){"scalar", ops->dot};
+    n++;
+#ifdef BG_KERNELS_X86
+    bg_dot_fn f = cpu_has_avx2() ? avx2_dot(type) : NULL;
+    if (f) {
+        if (n < cap)
+            out[n] = (bg_dot_variant){"avx2", f};
+        n++;
+    }
+#endif
+    return n;
+}
+
+static bg_dot_fn chosen[BG_TYPE_COUNT];
+static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
+
+/* The last variant listed is the fastest. */
+static void choose_all(void)
+{
+    for (int t = 0; t < BG_TYPE_COUNT; t++) {
+        bg_dot_variant v[4];
+        size_t n = bg_kernel_dot_variants((bg_type)t, v, 4);
+        chosen[t] = n ? v[(n < 4 ? n : 4) - 1].fn : NULL;
+    }
+}
+
+bg_dot_fn bg_kernel_dot(bg_type type)
+{
+    if ((unsigned)type >= BG_TYPE_COUNT)
+        return NULL;
+    pthread_once(&chosen_once, choose_all);
+    return chosen[type];
+}

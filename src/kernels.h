@@ -1,0 +1,47 @@
+/* Dot-product kernels: the scalar references of quant.c plus SIMD variants
+ * chosen once, at first use, from what the processor supports. Every
+ * variant is tested against the reference (tests/test_kernels.c). */
+#ifndef BG_KERNELS_H
+#define BG_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "types.h"
+
+/* Dot of n weights of some type with n activations in its dot format. */
+typedef float (*bg_dot_fn)(int64_t n, const void *w, const void *a);
+
+typedef struct bg_dot_variant {
+    const char *name; /* "scalar", "avx2", ... */
+    bg_dot_fn fn;
+} bg_dot_variant;
+
+/* The fastest dot this processor runs for weights of `type`; NULL where
+ * the type has no dot. */
+bg_dot_fn bg_kernel_dot(bg_type type);
+
+/* Every variant this processor can run for `type`, the scalar reference
+ * first; returns how many (at most cap are written). */
+size_t bg_kernel_dot_variants(bg_type type, bg_dot_variant *out, size_t cap);
+
+/* x86 SIMD variants (src/kernels_x86_*.c); each is compiled for its target
+ * with function attributes and called only when the CPU has it. */
+#if defined(__x86_64__) || defined(__i386__)
+#define BG_KERNELS_X86 1
+float bg_dot_f32_avx2(int64_t n, const void *w, const void *a);
+float bg_dot_f16_avx2(int64_t n, const void *w, const void *a);
+float bg_dot_bf16_avx2(int64_t n, const void *w, const void *a);
+float bg_dot_q8_0_avx2(int64_t n, const void *w, const void *a);
+float bg_dot_q4_0_avx2(int64_t n, const void *w, const void *a);
+float bg_dot_q4_1_avx2(int64_t n, const void *w, const void *a);
+float bg_dot_q5_0_avx2(int64_t n, const void *w, const void *a);
+float bg_dot_q5_1_avx2(int64_t n, const void *w, const void *a);
+float bg_dot_iq4_nl_avx2(int64_t n, const void *w, const void *a);
+float bg_dot_q4_K_avx2(int64_t n, const void *w, const void *a);
+float bg_dot_q5_K_avx2(int64_t n, const void *w, const void *a);
+float bg_dot_q6_K_avx2(int64_t n, const void *w, const void *a);
+float bg_dot_iq4_xs_avx2(int64_t n, const void *w, const void *a);
+#endif
+
+#endif

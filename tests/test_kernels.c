@@ -1,0 +1,106 @@
+/* Every SIMD dot-product variant against the scalar reference of quant.c,
+ * on random data of several distributions, for many row lengths (one block
+ * to thousands, odd block counts). The reference sums exactly and rounds
+ * once; a float SIMD kernel may differ by float rounding of its partial
+ * sums, so the bound is relative to sum |w_i a_i| (from the dequantized
+ * operands): 2e-6, about 32 float roundings' worth. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "kernels.h"
+#include "quant.h"
+
+static uint64_t rng_state = 88172645463325252ull;
+
+static double uniform(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return ((rng_state >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+static float gauss(void)
+{
+    return (float)(sqrt(-2.0 * log(uniform())) * cos(6.283185307179586 * uniform()));
+}
+
+typedef enum dist { GAUSS, UNIFORM, OUTLIERS, SMALL, DIST_COUNT } dist;
+static const char *dist_name[] = {"gauss", "uniform", "outliers", "small"};
+
+static void fill(float *x, int64_t n, dist d)
+{
+    for (int64_t i = 0; i < n; i++) {
+        switch (d) {
+        case GAUSS: x[i] = gauss(); break;
+        case UNIFORM: x[i] = (float)(uniform() * 2 - 1); break;
+        case OUTLIERS: x[i] = gauss() * (uniform() < 0.01 ? 50.0f : 1.0f); break;
+        case SMALL: x[i] = gauss() * 1e-3f; break;
+        default: break;
+        }
+    }
+}
+
+static void check_type(bg_type type)
+{
+    const bg_quant_ops *ops = bg_quant_ops_get(type);
+    const bg_quant_ops *aops = bg_quant_ops_get(ops->dot_type);
+    bg_dot_variant v[4];
+    size_t nv = bg_kernel_dot_variants(type, v, 4);
+    const bg_type_info *wi = bg_type_get(type), *ai = bg_type_get(ops->dot_type);
+    uint32_t blk = wi->block_elems > ai->block_elems ? wi->block_elems : ai->block_elems;
+    if (blk < 32)
+        blk = 32;
+    static const int64_t blocks[] = {1, 2, 3, 5, 7, 8, 13, 16, 31, 64};
+    double worst = 0;
+    for (size_t bi = 0; bi < sizeof blocks / sizeof *blocks; bi++) {
+        int64_t n = blocks[bi] * blk;
+        float *w = malloc(n * sizeof *w), *a = malloc(n * sizeof *a);
+        float *wd = malloc(n * sizeof *wd), *ad = malloc(n * sizeof *ad);
+        uint8_t *wq = malloc((size_t)(n / wi->block_elems) * wi->block_bytes);
+        uint8_t *aq = malloc((size_t)(n / ai->block_elems) * ai->block_bytes);
+        for (int d = 0; d < DIST_COUNT; d++) {
+            fill(w, n, (dist)d);
+            fill(a, n, (dist)((d + 1) % DIST_COUNT));
+            ops->quantize(w, wq, n);
+            aops->quantize_activations(a, aq, n);
+            ops->dequantize(wq, wd, n);
+            aops->dequantize(aq, ad, n);
+            double mag = 0;
+            for (int64_t i = 0; i < n; i++)
+                mag += fabs((double)wd[i] * ad[i]);
+            const float ref = v[0].fn(n, wq, aq);
+            for (size_t k = 1; k < nv; k++) {
+                const float got = v[k].fn(n, wq, aq);
+                /* min terms (Q4_1/Q5_1 against Q8_1's s) add their own scale */
+                double err = fabs((double)got - ref), rel = mag > 0 ? err / mag : err;
+                if (rel > worst)
+                    worst = rel;
+                CHECK(rel <= 2e-6 || err <= 1e-30, "%s %s, n=%lld, %s: %.9g vs reference %.9g "
+                      "(error %.2e of sum|wa| %.3g)", wi->name, v[k].name, (long long)n,
+                      dist_name[d], got, ref, rel, mag);
+            }
+        }
+        free(w), free(a), free(wd), free(ad), free(wq), free(aq);
+    }
+    printf("  %-7s %zu variant(s)", wi->name, nv);
+    for (size_t k = 0; k < nv; k++)
+        printf(" %s", v[k].name);
+    printf(", worst error %.2e\n", worst);
+    CHECK(bg_kernel_dot(type) == v[nv - 1].fn, "%s: the fastest variant is not the one used",
+          wi->name);
+}
+
+int main(void)
+{
+    static const bg_type types[] = {BG_TYPE_F32,  BG_TYPE_F16,  BG_TYPE_BF16, BG_TYPE_Q8_0,
+                                    BG_TYPE_Q4_0, BG_TYPE_Q4_1, BG_TYPE_Q5_0, BG_TYPE_Q5_1,
+                                    BG_TYPE_IQ4_NL, BG_TYPE_Q4_K, BG_TYPE_Q5_K, BG_TYPE_Q6_K,
+                                    BG_TYPE_IQ4_XS};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        check_type(types[i]);
+    return check_summary("test_kernels");
+}
