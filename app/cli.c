@@ -60,6 +60,12 @@ bool cli_parse_cache_type(const char *flag, const char *text, brigade_cache_type
     return false;
 }
 
+uint32_t cli_cores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (uint32_t)n : 1;
+}
+
 const char *cli_format_bytes(uint64_t bytes, char *buf, unsigned size)
 {
     static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -16,6 +16,9 @@ bool cli_parse_type(const char *text, uint32_t *out);
 /* A KV-cache type name (f16, f32, q8_0, q4_0). */
 bool cli_parse_cache_type(const char *flag, const char *text, brigade_cache_type *out);
 
+/* Online processor cores (the default thread count). */
+uint32_t cli_cores(void);
+
 /* "1.23 GiB" etc. into buf. */
 const char *cli_format_bytes(uint64_t bytes, char *buf, unsigned size);
 

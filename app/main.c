@@ -18,6 +18,7 @@ static const command commands[] = {
     {"run", cmd_run, "answer one prompt, streaming the text"},
     {"chat", cmd_chat, "an interactive conversation"},
     {"eval", cmd_eval, "evaluate token ids and write the logits of every position"},
+    {"bench", cmd_bench, "prompt and generation speed, llama-bench style"},
     {"tokenize", cmd_tokenize, "print the token ids (and pieces) a model's tokenizer gives"},
 };
 

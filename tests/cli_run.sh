@@ -32,4 +32,13 @@ rc=$?
 [ $rc -eq 0 ] && ok || bad "chat exited $rc: $out"
 printf '%s' "$out" | grep -q "conversation cleared" && ok || bad "chat /clear: $out"
 
+# bench: llama-bench's table, JSON and errors.
+expect 0 "| pp8 |" -- "$B" bench -m "$M" -p 8 -n 4 -r 1 -t 1,2
+expect 0 "tg4 @ d8" -- "$B" bench -m "$M" -p 0 -n 4 -d 8 -r 1
+out=$("$B" bench -m "$M" -p 8 -n 0 -r 2 -o json 2>/dev/null)
+printf '%s' "$out" | python3 -c 'import json,sys; r=json.load(sys.stdin); assert r[0]["test"]=="pp8" and r[0]["avg_ts"]>0' \
+    && ok || bad "bench -o json: $out"
+expect 2 "bad or missing value for -o" -- "$B" bench -m "$M" -o xml
+expect 1 "cannot open" -- "$B" bench -m "$T/none.gguf"
+
 finish cli_run
