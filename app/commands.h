@@ -9,6 +9,7 @@ int cmd_eval(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_fit(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 
 #endif

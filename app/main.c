@@ -19,6 +19,7 @@ static const command commands[] = {
     {"chat", cmd_chat, "an interactive conversation"},
     {"eval", cmd_eval, "evaluate token ids and write the logits of every position"},
     {"bench", cmd_bench, "prompt and generation speed, llama-bench style"},
+    {"fit", cmd_fit, "the memory a model needs: weights, KV cache, recurrent state, compute"},
     {"tokenize", cmd_tokenize, "print the token ids (and pieces) a model's tokenizer gives"},
 };
 

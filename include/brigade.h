@@ -194,6 +194,24 @@ typedef struct brigade_session_options {
     brigade_cache_type cache_type_k, cache_type_v; /* llama.cpp's -ctk/-ctv */
 } brigade_session_options;
 
+/* Memory, in bytes, of a model with a session's settings. */
+typedef struct brigade_memory {
+    uint64_t weights_bytes;   /* the tensors the model uses */
+    uint64_t kv_bytes;        /* K and V caches of the attention layers */
+    uint64_t recurrent_bytes; /* DeltaNet convolution and state */
+    uint64_t compute_bytes;   /* micro-batch scratch */
+    uint64_t total_bytes;
+    uint64_t allocated_bytes; /* brigade_session_memory: what the session allocated */
+    uint32_t n_ctx;
+} brigade_memory;
+
+/* What a session with these options will allocate, without allocating:
+ * a pure function of the model's metadata and tensor directory. */
+brigade_status brigade_memory_plan(const brigade_model *model, const brigade_session_options *opts,
+                                   brigade_memory *out, brigade_error *err);
+/* The plan a session was built from, with the bytes it really allocated. */
+void brigade_session_memory(const brigade_session *session, brigade_memory *out);
+
 /* "f16", "f32", "q8_0", "q4_0" (any case); false if unknown. */
 bool brigade_cache_type_from_name(const char *name, brigade_cache_type *out);
 const char *brigade_cache_type_name(brigade_cache_type type);

@@ -8,14 +8,9 @@
 
 #include "error.h"
 #include "ops.h"
+#include "planner.h"
 #include "session.h"
 #include "types.h"
-
-static uint64_t max3(uint64_t a, uint64_t b, uint64_t c)
-{
-    uint64_t m = a > b ? a : b;
-    return m > c ? m : c;
-}
 
 /* Each allocation is checked at the end: a NULL anywhere fails the session. */
 typedef struct allocs {
@@ -31,70 +26,65 @@ static void *alloc_bytes(allocs *a, uint64_t n)
     return p;
 }
 
-static void *alloc_floats(allocs *a, uint64_t n)
-{
-    if (n > SIZE_MAX / sizeof(float)) {
-        a->failed = true;
-        return NULL;
-    }
-    void *p = calloc(n ? (size_t)n : 1, sizeof(float));
-    a->failed |= p == NULL;
-    a->bytes += n * sizeof(float);
-    return p;
-}
-
 static brigade_status alloc_state(brigade_session *s, brigade_error *err)
 {
     const bg_hparams *hp = s->hp;
     allocs a = {0};
-    const uint64_t kv_dim = (uint64_t)hp->n_head_kv * hp->head_dim;
-    const uint64_t S = hp->ssm_state_size;
-    const uint64_t key_dim = S * hp->ssm_group_count, value_dim = S * hp->ssm_time_step_rank;
-    const uint64_t conv_dim = 2 * key_dim + value_dim;
+    bg_session_plan *p = &s->plan;
+    bg_plan_session(hp, s->n_ctx, s->n_ubatch, s->type_k, s->type_v, p);
     s->layers = calloc(hp->n_layers, sizeof *s->layers);
     if (!s->layers)
         return bg_fail(err, BRIGADE_ERR_NOMEM, "out of memory for %u layers", hp->n_layers);
     for (uint32_t il = 0; il < hp->n_layers; il++) {
         bg_layer_state *st = &s->layers[il];
         if (bg_hparams_is_recurrent(hp, il)) {
-            st->conv = alloc_floats(&a, conv_dim * (hp->ssm_conv_kernel - 1));
-            st->ssm = alloc_floats(&a, (uint64_t)hp->ssm_time_step_rank * S * S);
+            st->conv = alloc_bytes(&a, p->conv_layer_bytes);
+            st->ssm = alloc_bytes(&a, p->ssm_layer_bytes);
         } else {
-            st->k_cache = alloc_bytes(&a, (uint64_t)s->n_ctx * s->k_row_bytes);
-            st->v_cache = alloc_bytes(&a, (uint64_t)s->n_ctx * s->v_row_bytes);
+            st->k_cache = alloc_bytes(&a, p->k_layer_bytes);
+            st->v_cache = alloc_bytes(&a, p->v_layer_bytes);
         }
     }
-    const uint64_t qh = (uint64_t)hp->n_head * hp->head_dim, ub = s->n_ubatch;
-    const uint64_t K = hp->n_expert_used;
-    s->q_width = (size_t)max3(2 * qh, conv_dim, 1);
-    s->a_width = (size_t)max3(qh, value_dim, 1);
-    s->ff_width = (size_t)max3(hp->n_ff_exp, hp->n_ff_shexp, 1);
-    s->x = alloc_floats(&a, ub * hp->n_embd);
-    s->xn = alloc_floats(&a, ub * hp->n_embd);
-    s->out = alloc_floats(&a, ub * hp->n_embd);
-    s->q = alloc_floats(&a, ub * s->q_width);
-    s->kv = alloc_floats(&a, ub * 2 * kv_dim);
-    s->attn = alloc_floats(&a, ub * s->a_width);
-    s->gate = alloc_floats(&a, ub * s->a_width);
-    s->router = alloc_floats(&a, ub * hp->n_expert);
-    s->heads = alloc_floats(&a, ub * 2 * (uint64_t)hp->ssm_time_step_rank + 2);
-    s->ff_gate = alloc_floats(&a, ub * s->ff_width);
-    s->ff_up = alloc_floats(&a, ub * s->ff_width);
-    s->gx = alloc_floats(&a, ub * hp->n_embd);
-    s->gy = alloc_floats(&a, ub * hp->n_embd);
-    s->slot_out = alloc_floats(&a, ub * K * hp->n_embd);
-    s->chosen = alloc_bytes(&a, ub * K * sizeof(int32_t));
-    s->chosen_w = alloc_floats(&a, ub * K);
-    s->members = alloc_bytes(&a, ub * sizeof(int32_t));
-    s->acc = alloc_floats(&a, hp->head_dim);
-    s->vrow = alloc_floats(&a, hp->head_dim);
-    uint64_t max_in = max3(hp->n_embd, max3(qh, value_dim, hp->n_ff_exp), hp->n_ff_shexp);
-    s->xq = alloc_bytes(&a, bg_matmul_scratch(max_in, ub));
+    s->q_width = (size_t)p->q_width;
+    s->a_width = (size_t)p->a_width;
+    s->ff_width = (size_t)p->ff_width;
+    void **bufs[BG_BUF_COUNT] = {
+        [BG_BUF_X] = (void **)&s->x,          [BG_BUF_XN] = (void **)&s->xn,
+        [BG_BUF_OUT] = (void **)&s->out,      [BG_BUF_Q] = (void **)&s->q,
+        [BG_BUF_KV] = (void **)&s->kv,        [BG_BUF_ATTN] = (void **)&s->attn,
+        [BG_BUF_GATE] = (void **)&s->gate,    [BG_BUF_ROUTER] = (void **)&s->router,
+        [BG_BUF_HEADS] = (void **)&s->heads,  [BG_BUF_FF_GATE] = (void **)&s->ff_gate,
+        [BG_BUF_FF_UP] = (void **)&s->ff_up,  [BG_BUF_GX] = (void **)&s->gx,
+        [BG_BUF_GY] = (void **)&s->gy,        [BG_BUF_SLOT_OUT] = (void **)&s->slot_out,
+        [BG_BUF_CHOSEN] = (void **)&s->chosen, [BG_BUF_CHOSEN_W] = (void **)&s->chosen_w,
+        [BG_BUF_MEMBERS] = (void **)&s->members, [BG_BUF_ACC] = (void **)&s->acc,
+        [BG_BUF_VROW] = (void **)&s->vrow,    [BG_BUF_XQ] = (void **)&s->xq,
+    };
+    for (int i = 0; i < BG_BUF_COUNT; i++)
+        *bufs[i] = alloc_bytes(&a, p->buf_bytes[i]);
+    s->allocated_bytes = a.bytes;
     if (a.failed)
         return bg_fail(err, BRIGADE_ERR_NOMEM,
                        "out of memory for the session state (%llu bytes for a context of %u and "
                        "micro-batches of %u)",
                        (unsigned long long)a.bytes, s->n_ctx, s->n_ubatch);
+    return BRIGADE_OK;
+}
+
+/* Context (default min(training context, 4096)) and micro-batch size. */
+static brigade_status choose_sizes(brigade_session *s, const brigade_session_options *opts,
+                                   brigade_error *err)
+{
+    const bg_hparams *hp = s->hp;
+    s->n_ctx = opts && opts->n_ctx ? opts->n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
+    s->n_ubatch = opts && opts->n_ubatch ? opts->n_ubatch : 512;
+    if (s->n_ubatch > s->n_ctx)
+        s->n_ubatch = s->n_ctx;
+    if (s->n_ctx == 0 || s->n_ctx > (1u << 24))
+        return bg_fail(err, BRIGADE_ERR_ARG, "context size %u outside 1..%u", s->n_ctx, 1u << 24);
+    if (opts && opts->n_ubatch > (1u << 16))
+        return bg_fail(err, BRIGADE_ERR_ARG, "micro-batch size %u is more than 65536",
+                       opts->n_ubatch);
     return BRIGADE_OK;
 }
 
@@ -171,20 +161,10 @@ brigade_status brigade_session_new(const brigade_model *model, const brigade_ses
         return bg_fail(err, BRIGADE_ERR_NOMEM, "out of memory");
     s->model = model;
     s->hp = &model->hp;
-    s->n_ctx = opts && opts->n_ctx ? opts->n_ctx
-                                   : (model->hp.n_ctx_train < 4096 ? model->hp.n_ctx_train : 4096);
-    s->n_ubatch = opts && opts->n_ubatch ? opts->n_ubatch : 512;
-    if (s->n_ubatch > s->n_ctx)
-        s->n_ubatch = s->n_ctx;
+    brigade_status st = choose_sizes(s, opts, err);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     unsigned threads = opts && opts->n_threads ? opts->n_threads : (cores > 0 ? (unsigned)cores : 1);
-    brigade_status st = BRIGADE_OK;
-    if (s->n_ctx == 0 || s->n_ctx > (1u << 24))
-        st = bg_fail(err, BRIGADE_ERR_ARG, "context size %u outside 1..%u", s->n_ctx, 1u << 24);
-    else if (opts && opts->n_ubatch > (1u << 16))
-        st = bg_fail(err, BRIGADE_ERR_ARG, "micro-batch size %u is more than 65536",
-                     opts->n_ubatch);
-    else if (threads > 1024)
+    if (!st && threads > 1024)
         st = bg_fail(err, BRIGADE_ERR_ARG, "%u threads is more than 1024", threads);
     if (!st)
         st = choose_cache_types(s, opts, err);
@@ -223,17 +203,50 @@ void brigade_session_free(brigade_session *s)
 
 void brigade_session_reset(brigade_session *s)
 {
-    const bg_hparams *hp = s->hp;
-    const uint64_t S = hp->ssm_state_size;
-    const uint64_t conv_dim = 2 * S * hp->ssm_group_count + S * hp->ssm_time_step_rank;
-    for (uint32_t il = 0; il < hp->n_layers; il++) {
+    for (uint32_t il = 0; il < s->hp->n_layers; il++) {
         bg_layer_state *st = &s->layers[il];
         if (st->conv) {
-            memset(st->conv, 0, conv_dim * (hp->ssm_conv_kernel - 1) * sizeof(float));
-            memset(st->ssm, 0, hp->ssm_time_step_rank * S * S * sizeof(float));
+            memset(st->conv, 0, s->plan.conv_layer_bytes);
+            memset(st->ssm, 0, s->plan.ssm_layer_bytes);
         }
     }
     s->n_past = 0; /* the KV cache is overwritten position by position */
+}
+
+static void fill_memory(const brigade_model *m, uint32_t n_ctx, const bg_session_plan *p,
+                        brigade_memory *out)
+{
+    *out = (brigade_memory){
+        .weights_bytes = brigade_model_weight_bytes(m),
+        .kv_bytes = p->kv_bytes,
+        .recurrent_bytes = p->recurrent_bytes,
+        .compute_bytes = p->compute_bytes,
+        .n_ctx = n_ctx,
+    };
+    out->total_bytes = out->weights_bytes + out->kv_bytes + out->recurrent_bytes + out->compute_bytes;
+}
+
+brigade_status brigade_memory_plan(const brigade_model *model, const brigade_session_options *opts,
+                                   brigade_memory *out, brigade_error *err)
+{
+    /* the same choices brigade_session_new makes, without allocating */
+    brigade_session probe = {.model = model, .hp = &model->hp};
+    brigade_status st = choose_sizes(&probe, opts, err);
+    if (!st)
+        st = choose_cache_types(&probe, opts, err);
+    if (st)
+        return st;
+    bg_session_plan plan;
+    bg_plan_session(&model->hp, probe.n_ctx, probe.n_ubatch, probe.type_k, probe.type_v, &plan);
+    fill_memory(model, probe.n_ctx, &plan, out);
+    return BRIGADE_OK;
+}
+
+void brigade_session_memory(const brigade_session *s, brigade_memory *out)
+{
+    fill_memory(s->model, s->n_ctx, &s->plan, out);
+    /* what was really allocated, counted buffer by buffer */
+    out->allocated_bytes = s->allocated_bytes;
 }
 
 uint32_t brigade_session_n_ctx(const brigade_session *s) { return s->n_ctx; }

@@ -4,6 +4,7 @@
 #define BG_SESSION_H
 
 #include "matmul.h"
+#include "planner.h"
 #include "model.h"
 #include "pool.h"
 
@@ -22,6 +23,8 @@ struct brigade_session {
     uint32_t k_rotation, v_rotation;   /* Hadamard size for quantized caches, 0: none */
     bg_pool *pool;
     bg_layer_state *layers;
+    bg_session_plan plan;     /* what was allocated, buffer by buffer */
+    uint64_t allocated_bytes; /* counted while allocating */
     /* Scratch for a micro-batch of up to n_ubatch tokens, sized at
      * creation; per-token rows are [n_ubatch][width]. */
     uint32_t n_ubatch;

@@ -41,4 +41,18 @@ printf '%s' "$out" | python3 -c 'import json,sys; r=json.load(sys.stdin); assert
 expect 2 "bad or missing value for -o" -- "$B" bench -m "$M" -o xml
 expect 1 "cannot open" -- "$B" bench -m "$T/none.gguf"
 
+# fit: the memory plan; the full Qwen3.6 geometry as a sparse file (no disk).
+"$B" synth "$T/full.gguf" --preset qwen3.6-35b-a3b --type q4_k --sparse 2>/dev/null
+# 10 attention layers x 2 KV heads x 256 x 2 bytes x (K, V) = 20 KiB a token:
+# 80 MiB at 4096; 30 DeltaNet layers x (3 x 8192 + 32 x 128 x 128) floats.
+out=$("$B" fit -m "$T/full.gguf" -c 4096 --json)
+printf '%s' "$out" | python3 -c '
+import json, sys
+p = json.load(sys.stdin)["plans"][0]
+assert p["kv_bytes"] == 4096 * 20 * 1024, p
+assert p["recurrent_bytes"] == 30 * (3 * 8192 + 32 * 128 * 128) * 4, p
+' && ok || bad "fit --json figures: $out"
+expect 0 "| 262144 |" -- "$B" fit -m "$T/full.gguf"
+expect 2 "bad or missing value for -ctk" -- "$B" fit -m "$T/full.gguf" -ctk q2_k
+
 finish cli_run

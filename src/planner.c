@@ -1,0 +1,60 @@
+#include "planner.h"
+
+#include "matmul.h"
+#include "types.h"
+
+static uint64_t max3(uint64_t a, uint64_t b, uint64_t c)
+{
+    uint64_t m = a > b ? a : b;
+    return m > c ? m : c;
+}
+
+void bg_plan_session(const bg_hparams *hp, uint32_t n_ctx, uint32_t n_ubatch, uint32_t type_k,
+                     uint32_t type_v, bg_session_plan *p)
+{
+    *p = (bg_session_plan){0};
+    const uint64_t kv_dim = (uint64_t)hp->n_head_kv * hp->head_dim;
+    const uint64_t S = hp->ssm_state_size;
+    const uint64_t key_dim = S * hp->ssm_group_count, value_dim = S * hp->ssm_time_step_rank;
+    const uint64_t conv_dim = 2 * key_dim + value_dim;
+    const uint64_t qh = (uint64_t)hp->n_head * hp->head_dim, ub = n_ubatch;
+    const uint64_t K = hp->n_expert_used, F = sizeof(float);
+
+    uint64_t k_row = 0, v_row = 0;
+    bg_type_row_bytes((bg_type)type_k, kv_dim, &k_row);
+    bg_type_row_bytes((bg_type)type_v, kv_dim, &v_row);
+    p->k_layer_bytes = (uint64_t)n_ctx * k_row;
+    p->v_layer_bytes = (uint64_t)n_ctx * v_row;
+    p->conv_layer_bytes = conv_dim * (hp->ssm_conv_kernel - 1) * F;
+    p->ssm_layer_bytes = (uint64_t)hp->ssm_time_step_rank * S * S * F;
+    for (uint32_t il = 0; il < hp->n_layers; il++) {
+        if (bg_hparams_is_recurrent(hp, il))
+            p->n_recurrent_layers++;
+        else
+            p->n_attention_layers++;
+    }
+    p->kv_bytes = p->n_attention_layers * (p->k_layer_bytes + p->v_layer_bytes);
+    p->recurrent_bytes = p->n_recurrent_layers * (p->conv_layer_bytes + p->ssm_layer_bytes);
+
+    p->q_width = max3(2 * qh, conv_dim, 1);
+    p->a_width = max3(qh, value_dim, 1);
+    p->ff_width = max3(hp->n_ff_exp, hp->n_ff_shexp, 1);
+    uint64_t *b = p->buf_bytes;
+    b[BG_BUF_X] = b[BG_BUF_XN] = b[BG_BUF_OUT] = ub * hp->n_embd * F;
+    b[BG_BUF_Q] = ub * p->q_width * F;
+    b[BG_BUF_KV] = ub * 2 * kv_dim * F;
+    b[BG_BUF_ATTN] = b[BG_BUF_GATE] = ub * p->a_width * F;
+    b[BG_BUF_ROUTER] = ub * hp->n_expert * F;
+    b[BG_BUF_HEADS] = (ub * 2 * hp->ssm_time_step_rank + 2) * F;
+    b[BG_BUF_FF_GATE] = b[BG_BUF_FF_UP] = ub * p->ff_width * F;
+    b[BG_BUF_GX] = b[BG_BUF_GY] = ub * hp->n_embd * F;
+    b[BG_BUF_SLOT_OUT] = ub * K * hp->n_embd * F;
+    b[BG_BUF_CHOSEN] = ub * K * sizeof(int32_t);
+    b[BG_BUF_CHOSEN_W] = ub * K * F;
+    b[BG_BUF_MEMBERS] = ub * sizeof(int32_t);
+    b[BG_BUF_ACC] = b[BG_BUF_VROW] = (uint64_t)hp->head_dim * F;
+    uint64_t max_in = max3(hp->n_embd, max3(qh, value_dim, hp->n_ff_exp), hp->n_ff_shexp);
+    b[BG_BUF_XQ] = bg_matmul_scratch(max_in, ub);
+    for (int i = 0; i < BG_BUF_COUNT; i++)
+        p->compute_bytes += b[i];
+}
