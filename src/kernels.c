@@ -6,12 +6,16 @@
 #include "quant.h"
 
 #ifdef BG_KERNELS_X86
-/* AVX2 + FMA + F16C: every x86-64 desktop since 2013. */
+#include <cpuid.h>
+
+/* AVX2 + FMA + F16C: every x86-64 desktop since 2013. F16C is read from
+ * CPUID (leaf 1, ECX bit 29): clang's __builtin_cpu_supports lacks it. */
 static bool cpu_has_avx2(void)
 {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+    unsigned eax, ebx, ecx, edx;
+    bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29));
+    return f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
 static bg_dot_fn avx2_dot(bg_type type)

@@ -1,20 +1,353 @@
-/* AVX2 dot products of the float formats and the 32-element formats
- * (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL). (Placeholder: the scalar
- * references until the SIMD versions land.) */
+/* AVX2 dot products of the float formats (F32, F16, BF16) and of the
+ * 32-element block formats (Q8_0, Q4_0, Q5_0, IQ4_NL against Q8_0
+ * activations; Q4_1, Q5_1 against Q8_1).
+ *
+ * Block formats: each block's weight codes are expanded to 32 int8 (or
+ * uint8) lanes in activation order, multiplied with the activation codes
+ * and summed exactly in int32 (|sum| <= 32 * 128 * 128 = 2^19, so its
+ * conversion to float is exact too); the block sum is then scaled by
+ * d_w * d_a and accumulated with float FMAs. Two blocks per iteration go to
+ * two accumulators, so consecutive FMAs do not wait on each other. The min
+ * terms of Q4_1/Q5_1 (m * s, one float product per block) are summed in
+ * double, so only their products round.
+ *
+ * Float formats: four 8-lane FMA accumulators; a tail of fewer than 8 (BF16:
+ * 16) elements is copied into a zero-padded buffer and processed as one
+ * more full vector.
+ *
+ * All loads are unaligned: tensors are mmapped at arbitrary offsets, so
+ * block fields are read through byte pointers, never through the structs. */
 #include "kernels.h"
 
 #ifdef BG_KERNELS_X86
+#include <immintrin.h>
+#include <stddef.h>
+#include <string.h>
+
 #include "quant.h"
 
-#define REF(name, T) \
-    float bg_dot_##name##_avx2(int64_t n, const void *w, const void *a) { return bg_quant_ops_get(BG_TYPE_##T)->dot(n, w, a); }
-REF(f32, F32)
-REF(f16, F16)
-REF(bf16, BF16)
-REF(q8_0, Q8_0)
-REF(q4_0, Q4_0)
-REF(q4_1, Q4_1)
-REF(q5_0, Q5_0)
-REF(q5_1, Q5_1)
-REF(iq4_nl, IQ4_NL)
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+
+/* ------------------------------------------------------------------------
+ * Shared helpers
+ * ------------------------------------------------------------------------ */
+
+/* Sum of the 8 lanes. */
+static inline AVX2 float hsum_ps(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* The fp16 at p (and the one after it) as floats in lanes 0 (and 1); the
+ * upper lanes are zero. One 32-bit load, no scalar insertion. */
+static inline AVX2 __m128 load_f16x2(const uint8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm_cvtph_ps(_mm_cvtsi32_si128(v));
+}
+
+/* Sum of u[i] * s[i] over 32 bytes, u unsigned, s signed, in 8 int32
+ * lanes. Exact while no two adjacent products sum past int16: for u <= 127,
+ * or for u <= 128 and s >= -127. */
+static inline AVX2 __m256i dot_u8_i8(__m256i u, __m256i s)
+{
+    const __m256i pairs = _mm256_maddubs_epi16(u, s);
+    return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+}
+
+/* Sum of x[i] * y[i] over 32 signed bytes, in 8 int32 lanes. The sign of x
+ * moves onto y so that |x| can be the unsigned operand: exact for any x
+ * while y has no -128 (whose negation wraps). */
+static inline AVX2 __m256i dot_i8(__m256i x, __m256i y)
+{
+    return dot_u8_i8(_mm256_abs_epi8(x), _mm256_sign_epi8(y, x));
+}
+
+/* 16 bytes of nibbles as 32 bytes 0..15: byte j's low nibble goes to lane
+ * j, its high nibble to lane j + 16 (the Q4/Q5/IQ4_NL element order). */
+static inline AVX2 __m256i unpack_nibbles(const uint8_t *qs)
+{
+    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)qs);
+    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(v, 4), v);
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+/* The 32 bits of the little-endian word at qh as 32 bytes: 0xFF in lane j
+ * where bit j is set, else 0. */
+static inline AVX2 __m256i expand_bits(const uint8_t *qh)
+{
+    int32_t bits;
+    memcpy(&bits, qh, sizeof bits);
+    /* Lane j takes byte j / 8 of the word, then tests bit j % 8 of it. */
+    const __m256i spread = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                             0x0101010101010101, 0x0000000000000000);
+    const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201);
+    const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(bits), spread);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+}
+
+static inline AVX2 __m256i load_i8x32(const uint8_t *p)
+{
+    return _mm256_loadu_si256((const __m256i *)(const void *)p);
+}
+
+/* ------------------------------------------------------------------------
+ * Float formats
+ * ------------------------------------------------------------------------ */
+
+/* acc + x * y over 8 floats. */
+static inline AVX2 __m256 fma_f32x8(const float *x, const float *y, __m256 acc)
+{
+    return _mm256_fmadd_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(y), acc);
+}
+
+AVX2 float bg_dot_f32_avx2(int64_t n, const void *w, const void *a)
+{
+    const float *x = w, *y = a;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        acc0 = fma_f32x8(x + i, y + i, acc0);
+        acc1 = fma_f32x8(x + i + 8, y + i + 8, acc1);
+        acc2 = fma_f32x8(x + i + 16, y + i + 16, acc2);
+        acc3 = fma_f32x8(x + i + 24, y + i + 24, acc3);
+    }
+    for (; i + 8 <= n; i += 8)
+        acc0 = fma_f32x8(x + i, y + i, acc0);
+    if (i < n) {
+        float tx[8] = {0}, ty[8] = {0};
+        memcpy(tx, x + i, (size_t)(n - i) * sizeof *x);
+        memcpy(ty, y + i, (size_t)(n - i) * sizeof *y);
+        acc1 = fma_f32x8(tx, ty, acc1);
+    }
+    return hsum_ps(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+}
+
+/* acc + x * y over 8 halves. */
+static inline AVX2 __m256 fma_f16x8(const uint16_t *x, const uint16_t *y, __m256 acc)
+{
+    const __m256 vx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)x));
+    const __m256 vy = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)y));
+    return _mm256_fmadd_ps(vx, vy, acc);
+}
+
+AVX2 float bg_dot_f16_avx2(int64_t n, const void *w, const void *a)
+{
+    const uint16_t *x = w, *y = a;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        acc0 = fma_f16x8(x + i, y + i, acc0);
+        acc1 = fma_f16x8(x + i + 8, y + i + 8, acc1);
+        acc2 = fma_f16x8(x + i + 16, y + i + 16, acc2);
+        acc3 = fma_f16x8(x + i + 24, y + i + 24, acc3);
+    }
+    for (; i + 8 <= n; i += 8)
+        acc0 = fma_f16x8(x + i, y + i, acc0);
+    if (i < n) {
+        uint16_t tx[8] = {0}, ty[8] = {0};
+        memcpy(tx, x + i, (size_t)(n - i) * sizeof *x);
+        memcpy(ty, y + i, (size_t)(n - i) * sizeof *y);
+        acc1 = fma_f16x8(tx, ty, acc1);
+    }
+    return hsum_ps(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+}
+
+/* acc + x * y over 16 bf16, in two accumulators. Each 32-bit lane holds
+ * two bf16: the upper one is a float once the lower is masked off, the
+ * lower one once shifted up. Both operands split alike, so the products
+ * pair up correctly (the order of the terms is all that changes). */
+static inline AVX2 void fma_bf16x16(const uint16_t *x, const uint16_t *y, __m256 *acc_lo,
+                                    __m256 *acc_hi)
+{
+    const __m256i upper = _mm256_set1_epi32((int32_t)0xFFFF0000);
+    const __m256i vx = _mm256_loadu_si256((const __m256i *)(const void *)x);
+    const __m256i vy = _mm256_loadu_si256((const __m256i *)(const void *)y);
+    *acc_lo = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(vx, 16)),
+                              _mm256_castsi256_ps(_mm256_slli_epi32(vy, 16)), *acc_lo);
+    *acc_hi = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(vx, upper)),
+                              _mm256_castsi256_ps(_mm256_and_si256(vy, upper)), *acc_hi);
+}
+
+AVX2 float bg_dot_bf16_avx2(int64_t n, const void *w, const void *a)
+{
+    const uint16_t *x = w, *y = a;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        fma_bf16x16(x + i, y + i, &acc0, &acc1);
+        fma_bf16x16(x + i + 16, y + i + 16, &acc2, &acc3);
+    }
+    for (; i + 16 <= n; i += 16)
+        fma_bf16x16(x + i, y + i, &acc0, &acc1);
+    if (i < n) {
+        uint16_t tx[16] = {0}, ty[16] = {0};
+        memcpy(tx, x + i, (size_t)(n - i) * sizeof *x);
+        memcpy(ty, y + i, (size_t)(n - i) * sizeof *y);
+        fma_bf16x16(tx, ty, &acc2, &acc3);
+    }
+    return hsum_ps(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+}
+
+/* ------------------------------------------------------------------------
+ * Block formats against Q8_0: sum over blocks of d_w * d_a * isum
+ * ------------------------------------------------------------------------ */
+
+/* The exact integer dot of one weight block (at wb) with 32 activation
+ * codes y, as 8 int32 partial sums. */
+typedef __m256i (*block_isum_fn)(const uint8_t *wb, __m256i y);
+
+/* The 4/5-bit and IQ4_NL weights expand to int8 values in [-127, 127], so
+ * the activations take the unsigned side (|y| <= 128): exact for any y. */
+static inline AVX2 __m256i isum_q4_0(const uint8_t *wb, __m256i y)
+{
+    const __m256i q = unpack_nibbles(wb + offsetof(bg_block_q4_0, qs));
+    return dot_i8(y, _mm256_sub_epi8(q, _mm256_set1_epi8(8)));
+}
+
+static inline AVX2 __m256i isum_q5_0(const uint8_t *wb, __m256i y)
+{
+    const __m256i q = unpack_nibbles(wb + offsetof(bg_block_q5_0, qs));
+    const __m256i high = expand_bits(wb + offsetof(bg_block_q5_0, qh));
+    /* code - 16: the nibble where bit 4 is set, else the nibble - 16,
+     * which is the nibble with its upper four bits set (0xF0 = -16). */
+    const __m256i minus16 = _mm256_andnot_si256(high, _mm256_set1_epi8((char)0xF0));
+    return dot_i8(y, _mm256_or_si256(q, minus16));
+}
+
+static inline AVX2 __m256i isum_iq4_nl(const uint8_t *wb, __m256i y)
+{
+    /* The IQ4_NL codebook (quant.c), one copy per 128-bit lane for pshufb. */
+    const __m256i book = _mm256_setr_epi8(
+        -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+        -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+    const __m256i q = unpack_nibbles(wb + offsetof(bg_block_iq4_nl, qs));
+    return dot_i8(y, _mm256_shuffle_epi8(book, q));
+}
+
+/* Q8_0 weights may hold any int8 (-128 included), so they take the
+ * unsigned side: exact for activations in [-127, 127], which is what the
+ * Q8_0 quantizers produce. */
+static inline AVX2 __m256i isum_q8_0(const uint8_t *wb, __m256i y)
+{
+    return dot_i8(load_i8x32(wb + offsetof(bg_block_q8_0, qs)), y);
+}
+
+/* One block: acc + d_w * d_a * isum. The scale is in lane 0 of the
+ * product of the blocks' first two fp16 (lane 1 multiplies code bytes and
+ * is ignored). */
+static inline AVX2 __m256 q8_0_block(block_isum_fn isum, const uint8_t *wb, const uint8_t *ab,
+                                     __m256 acc)
+{
+    const __m128 scale = _mm_mul_ps(load_f16x2(wb), load_f16x2(ab));
+    const __m256i y = load_i8x32(ab + offsetof(bg_block_q8_0, qs));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum(wb, y)), _mm256_broadcastss_ps(scale), acc);
+}
+
+/* The loop shared by every format against Q8_0; inlined into each caller
+ * with its own isum. */
+static inline AVX2 float dot_vs_q8_0(block_isum_fn isum, size_t wbytes, int64_t n,
+                                     const void *w, const void *a)
+{
+    const uint8_t *wb = w, *ab = a;
+    const size_t abytes = sizeof(bg_block_q8_0);
+    const int64_t nb = n / BG_QK;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2, wb += 2 * wbytes, ab += 2 * abytes) {
+        acc0 = q8_0_block(isum, wb, ab, acc0);
+        acc1 = q8_0_block(isum, wb + wbytes, ab + abytes, acc1);
+    }
+    if (b < nb)
+        acc0 = q8_0_block(isum, wb, ab, acc0);
+    return hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+AVX2 float bg_dot_q8_0_avx2(int64_t n, const void *w, const void *a)
+{
+    return dot_vs_q8_0(isum_q8_0, sizeof(bg_block_q8_0), n, w, a);
+}
+
+AVX2 float bg_dot_q4_0_avx2(int64_t n, const void *w, const void *a)
+{
+    return dot_vs_q8_0(isum_q4_0, sizeof(bg_block_q4_0), n, w, a);
+}
+
+AVX2 float bg_dot_q5_0_avx2(int64_t n, const void *w, const void *a)
+{
+    return dot_vs_q8_0(isum_q5_0, sizeof(bg_block_q5_0), n, w, a);
+}
+
+AVX2 float bg_dot_iq4_nl_avx2(int64_t n, const void *w, const void *a)
+{
+    return dot_vs_q8_0(isum_iq4_nl, sizeof(bg_block_iq4_nl), n, w, a);
+}
+
+/* ------------------------------------------------------------------------
+ * Block formats with a min against Q8_1: sum of d_w * d_a * isum + m * s
+ * ------------------------------------------------------------------------ */
+
+/* Exact integer sum of one block's unsigned codes (0..31) with y. */
+static inline AVX2 __m256i isum_q4_1(const uint8_t *wb, __m256i y)
+{
+    return dot_u8_i8(unpack_nibbles(wb + offsetof(bg_block_q4_1, qs)), y);
+}
+
+static inline AVX2 __m256i isum_q5_1(const uint8_t *wb, __m256i y)
+{
+    const __m256i q = unpack_nibbles(wb + offsetof(bg_block_q5_1, qs));
+    const __m256i high = expand_bits(wb + offsetof(bg_block_q5_1, qh));
+    return dot_u8_i8(_mm256_or_si256(q, _mm256_and_si256(high, _mm256_set1_epi8(16))), y);
+}
+
+/* One block: acc + d_w * d_a * isum, and accm + (d_w * d_a, m * s) in
+ * lanes 0 and 1 ((d, m) and (d, s) are the first two fp16 of each block). */
+static inline AVX2 __m256 q8_1_block(block_isum_fn isum, const uint8_t *wb, const uint8_t *ab,
+                                     __m256 acc, __m128d *accm)
+{
+    _Static_assert(offsetof(bg_block_q4_1, m) == 2 && offsetof(bg_block_q5_1, m) == 2 &&
+                   offsetof(bg_block_q8_1, s) == 2, "d and m (s) are adjacent");
+    const __m128 scales = _mm_mul_ps(load_f16x2(wb), load_f16x2(ab));
+    const __m256i y = load_i8x32(ab + offsetof(bg_block_q8_1, qs));
+    *accm = _mm_add_pd(*accm, _mm_cvtps_pd(scales));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum(wb, y)), _mm256_broadcastss_ps(scales), acc);
+}
+
+static inline AVX2 float dot_vs_q8_1(block_isum_fn isum, size_t wbytes, int64_t n,
+                                     const void *w, const void *a)
+{
+    const uint8_t *wb = w, *ab = a;
+    const size_t abytes = sizeof(bg_block_q8_1);
+    const int64_t nb = n / BG_QK;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m128d accm0 = _mm_setzero_pd(), accm1 = _mm_setzero_pd();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2, wb += 2 * wbytes, ab += 2 * abytes) {
+        acc0 = q8_1_block(isum, wb, ab, acc0, &accm0);
+        acc1 = q8_1_block(isum, wb + wbytes, ab + abytes, acc1, &accm1);
+    }
+    if (b < nb)
+        acc0 = q8_1_block(isum, wb, ab, acc0, &accm0);
+    /* Lane 1 of accm holds the sum of m * s (lane 0, of d_w * d_a, is unused). */
+    const double mins = _mm_cvtsd_f64(_mm_unpackhi_pd(accm0, accm0)) +
+                        _mm_cvtsd_f64(_mm_unpackhi_pd(accm1, accm1));
+    return (float)(hsum_ps(_mm256_add_ps(acc0, acc1)) + mins);
+}
+
+AVX2 float bg_dot_q4_1_avx2(int64_t n, const void *w, const void *a)
+{
+    return dot_vs_q8_1(isum_q4_1, sizeof(bg_block_q4_1), n, w, a);
+}
+
+AVX2 float bg_dot_q5_1_avx2(int64_t n, const void *w, const void *a)
+{
+    return dot_vs_q8_1(isum_q5_1, sizeof(bg_block_q5_1), n, w, a);
+}
 #endif
