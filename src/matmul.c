@@ -56,11 +56,14 @@ void bg_matmul(bg_pool *pool, const bg_matrix *w, const float *x, size_t x_strid
         aops->quantize_activations(x + i * x_stride, xq + i * xq_row, (int64_t)w->n_in);
     matmul_job j = {w, bg_kernel_dot((bg_type)w->type), xq, (size_t)xq_row, y, y_stride, n, 0};
     unsigned n_threads = pool ? bg_pool_threads(pool) : 1;
-    /* Several tasks a thread balance uneven progress; small matrices stay whole. */
-    uint64_t tasks = w->n_out < 64 ? 1 : (uint64_t)n_threads * 4;
+    /* Several tasks a thread balance uneven progress. Small products stay on
+     * the calling thread: waking the pool costs more than they do. Each
+     * output is one dot either way, so results do not depend on it. */
+    const uint64_t work = w->n_out * w->n_in * n;
+    uint64_t tasks = w->n_out < 64 || work < (1u << 16) ? 1 : (uint64_t)n_threads * 4;
     j.rows_per_task = (w->n_out + tasks - 1) / tasks;
     tasks = (w->n_out + j.rows_per_task - 1) / j.rows_per_task;
-    if (pool)
+    if (pool && tasks > 1)
         bg_pool_run(pool, (int64_t)tasks, matmul_task, &j);
     else
         for (uint64_t t = 0; t < tasks; t++)

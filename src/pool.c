@@ -5,6 +5,18 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+/* Between jobs a worker spins this many times before it sleeps: a decode
+ * step hands out hundreds of small jobs, and waking a sleeping thread costs
+ * more than most of them. */
+enum { SPIN_LIMIT = 1 << 15 };
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
 typedef struct worker_arg {
     bg_pool *pool;
     unsigned index;
@@ -16,9 +28,9 @@ struct bg_pool {
     worker_arg *args;
     pthread_mutex_t lock;
     pthread_cond_t wake, done;
-    uint64_t generation; /* bumped for each job */
-    unsigned busy;       /* workers still on the current job */
-    bool stop;
+    atomic_uint_fast64_t generation; /* bumped for each job, after it is set up */
+    atomic_uint busy;                /* workers still on the current job */
+    atomic_bool stop;
     /* the current job */
     bg_pool_fn fn;
     void *ctx;
@@ -36,25 +48,38 @@ static void work(bg_pool *p, unsigned worker)
     }
 }
 
+/* Waits until the generation moves past seen (spinning first), or stop. */
+static void wait_for_job(bg_pool *p, uint64_t seen)
+{
+    for (int spins = 0; spins < SPIN_LIMIT; spins++) {
+        if (atomic_load(&p->generation) != seen || atomic_load(&p->stop))
+            return;
+        cpu_relax();
+    }
+    pthread_mutex_lock(&p->lock);
+    while (atomic_load(&p->generation) == seen && !atomic_load(&p->stop))
+        pthread_cond_wait(&p->wake, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+}
+
 static void *worker_main(void *arg)
 {
     worker_arg *a = arg;
     bg_pool *p = a->pool;
     uint64_t seen = 0;
-    pthread_mutex_lock(&p->lock);
     for (;;) {
-        while (!p->stop && p->generation == seen)
-            pthread_cond_wait(&p->wake, &p->lock);
-        if (p->stop)
+        wait_for_job(p, seen);
+        if (atomic_load(&p->stop))
             break;
-        seen = p->generation;
-        pthread_mutex_unlock(&p->lock);
+        seen = atomic_load(&p->generation);
         work(p, a->index);
-        pthread_mutex_lock(&p->lock);
-        if (--p->busy == 0)
+        if (atomic_fetch_sub(&p->busy, 1) == 1) {
+            /* the last one out wakes the caller if it went to sleep */
+            pthread_mutex_lock(&p->lock);
             pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->lock);
+        }
     }
-    pthread_mutex_unlock(&p->lock);
     return NULL;
 }
 
@@ -67,10 +92,15 @@ bg_pool *bg_pool_new(unsigned n_threads)
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
+    atomic_init(&p->generation, 0);
+    atomic_init(&p->busy, 0);
+    atomic_init(&p->stop, false);
+    atomic_init(&p->next, 0);
     unsigned extra = p->n_threads - 1;
     p->threads = calloc(extra ? extra : 1, sizeof *p->threads);
     p->args = calloc(extra ? extra : 1, sizeof *p->args);
     if (!p->threads || !p->args) {
+        p->n_threads = 1;
         bg_pool_free(p);
         return NULL;
     }
@@ -89,7 +119,7 @@ void bg_pool_free(bg_pool *p)
     if (!p)
         return;
     pthread_mutex_lock(&p->lock);
-    p->stop = true;
+    atomic_store(&p->stop, true);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
     for (unsigned i = 0; p->threads && i + 1 < p->n_threads; i++)
@@ -113,18 +143,23 @@ void bg_pool_run(bg_pool *p, int64_t n_tasks, bg_pool_fn fn, void *ctx)
             fn(ctx, t, 0);
         return;
     }
-    pthread_mutex_lock(&p->lock);
     p->fn = fn;
     p->ctx = ctx;
     p->n_tasks = n_tasks;
     atomic_store(&p->next, 0);
-    p->busy = p->n_threads - 1;
-    p->generation++;
+    atomic_store(&p->busy, p->n_threads - 1);
+    /* publishing the job: workers read it after seeing the new generation */
+    pthread_mutex_lock(&p->lock);
+    atomic_fetch_add(&p->generation, 1);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
     work(p, 0);
-    pthread_mutex_lock(&p->lock);
-    while (p->busy > 0)
-        pthread_cond_wait(&p->done, &p->lock);
-    pthread_mutex_unlock(&p->lock);
+    for (int spins = 0; spins < SPIN_LIMIT && atomic_load(&p->busy) > 0; spins++)
+        cpu_relax();
+    if (atomic_load(&p->busy) > 0) {
+        pthread_mutex_lock(&p->lock);
+        while (atomic_load(&p->busy) > 0)
+            pthread_cond_wait(&p->done, &p->lock);
+        pthread_mutex_unlock(&p->lock);
+    }
 }
