@@ -212,6 +212,32 @@ brigade_status brigade_memory_plan(const brigade_model *model, const brigade_ses
 /* The plan a session was built from, with the bytes it really allocated. */
 void brigade_session_memory(const brigade_session *session, brigade_memory *out);
 
+/* Where a model goes on a GPU with gpu_budget bytes, fastest first: all on
+ * the GPU (token embeddings stay in host memory, as in llama.cpp); else the
+ * routed experts of as few layers as needed on the CPU (--n-cpu-moe); else
+ * all experts and the first layers on the CPU (-ngl); else nothing fits.
+ * overhead_bytes: the GPU runtime's own memory (context, workspaces);
+ * BRIGADE_GPU_OVERHEAD_DEFAULT until it is calibrated on real GPUs. */
+#define BRIGADE_GPU_OVERHEAD_DEFAULT (512ull << 20)
+
+typedef enum brigade_placement_kind {
+    BRIGADE_PLACE_ALL_GPU,
+    BRIGADE_PLACE_EXPERTS_CPU,
+    BRIGADE_PLACE_LAYERS_CPU,
+    BRIGADE_PLACE_NONE,
+} brigade_placement_kind;
+
+typedef struct brigade_placement {
+    brigade_placement_kind kind;
+    uint32_t n_cpu_moe_layers; /* layers whose routed experts stay on the CPU */
+    uint32_t n_gpu_layers;     /* layers on the GPU */
+    uint64_t gpu_bytes, host_bytes;
+} brigade_placement;
+
+brigade_status brigade_memory_place(const brigade_model *model, const brigade_session_options *opts,
+                                    uint64_t gpu_budget, uint64_t overhead_bytes,
+                                    brigade_placement *out, brigade_error *err);
+
 /* "f16", "f32", "q8_0", "q4_0" (any case); false if unknown. */
 bool brigade_cache_type_from_name(const char *name, brigade_cache_type *out);
 const char *brigade_cache_type_name(brigade_cache_type type);

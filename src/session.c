@@ -8,6 +8,7 @@
 
 #include "error.h"
 #include "ops.h"
+#include "placement.h"
 #include "planner.h"
 #include "session.h"
 #include "types.h"
@@ -239,6 +240,55 @@ brigade_status brigade_memory_plan(const brigade_model *model, const brigade_ses
     bg_session_plan plan;
     bg_plan_session(&model->hp, probe.n_ctx, probe.n_ubatch, probe.type_k, probe.type_v, &plan);
     fill_memory(model, probe.n_ctx, &plan, out);
+    return BRIGADE_OK;
+}
+
+static uint64_t tensor_bytes(const brigade_tensor_info *t) { return t ? t->n_bytes : 0; }
+
+brigade_status brigade_memory_place(const brigade_model *model, const brigade_session_options *opts,
+                                    uint64_t gpu_budget, uint64_t overhead_bytes,
+                                    brigade_placement *out, brigade_error *err)
+{
+    brigade_session probe = {.model = model, .hp = &model->hp};
+    brigade_status st = choose_sizes(&probe, opts, err);
+    if (!st)
+        st = choose_cache_types(&probe, opts, err);
+    if (st)
+        return st;
+    const bg_hparams *hp = &model->hp;
+    bg_session_plan plan;
+    bg_plan_session(hp, probe.n_ctx, probe.n_ubatch, probe.type_k, probe.type_v, &plan);
+    bg_layer_bytes *layers = calloc(hp->n_layers, sizeof *layers);
+    if (!layers)
+        return bg_fail(err, BRIGADE_ERR_NOMEM, "out of memory");
+    for (uint32_t il = 0; il < hp->n_layers; il++) {
+        const bg_layer *L = &model->layers[il];
+        for (int r = 0; r < BG_ROLE_COUNT; r++) {
+            bool expert = r == BG_ROLE_FFN_GATE_EXPS || r == BG_ROLE_FFN_UP_EXPS ||
+                          r == BG_ROLE_FFN_DOWN_EXPS;
+            if (expert)
+                layers[il].experts += tensor_bytes(L->t[r]);
+            else
+                layers[il].other += tensor_bytes(L->t[r]);
+        }
+        layers[il].cache = bg_hparams_is_recurrent(hp, il)
+                               ? plan.conv_layer_bytes + plan.ssm_layer_bytes
+                               : plan.k_layer_bytes + plan.v_layer_bytes;
+    }
+    bg_place_input in = {
+        .layers = layers,
+        .n_layers = hp->n_layers,
+        .embeddings = tensor_bytes(model->global.t[BG_ROLE_TOKEN_EMBD]),
+        .head = tensor_bytes(model->global.t[BG_ROLE_OUTPUT_NORM]) +
+                tensor_bytes(model->global.t[BG_ROLE_OUTPUT]),
+        .compute = plan.compute_bytes,
+        .overhead = overhead_bytes,
+        .gpu_budget = gpu_budget,
+    };
+    bg_placement p = bg_place(&in);
+    free(layers);
+    *out = (brigade_placement){(brigade_placement_kind)p.kind, p.n_cpu_moe_layers, p.n_gpu_layers,
+                               p.gpu_bytes, p.host_bytes};
     return BRIGADE_OK;
 }
 

@@ -53,6 +53,17 @@ assert p["kv_bytes"] == 4096 * 20 * 1024, p
 assert p["recurrent_bytes"] == 30 * (3 * 8192 + 32 * 128 * 128) * 4, p
 ' && ok || bad "fit --json figures: $out"
 expect 0 "| 262144 |" -- "$B" fit -m "$T/full.gguf"
+# Placement: the 18.2 GiB of weights fit a 24 GiB card whole (the token
+# embeddings stay on the host); an 8 GiB card keeps experts on the CPU.
+out=$("$B" fit -m "$T/full.gguf" -c 4096 --gpu 8,24 --json)
+printf '%s' "$out" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+small, big = d["gpus"][0]["cells"][0], d["gpus"][1]["cells"][0]
+assert big["placement"] == "gpu" and big["gpu_bytes"] <= 24 << 30, big
+assert small["placement"] == "experts-cpu" and 0 < small["n_cpu_moe_layers"] <= 40, small
+assert small["gpu_bytes"] <= 8 << 30 < small["gpu_bytes"] + 2 * (small["host_bytes"]), small
+' && ok || bad "fit placement: $out"
 expect 2 "bad or missing value for -ctk" -- "$B" fit -m "$T/full.gguf" -ctk q2_k
 
 finish cli_run
