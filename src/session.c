@@ -227,19 +227,31 @@ static void fill_memory(const brigade_model *m, uint32_t n_ctx, const bg_session
     out->total_bytes = out->weights_bytes + out->kv_bytes + out->recurrent_bytes + out->compute_bytes;
 }
 
-brigade_status brigade_memory_plan(const brigade_model *model, const brigade_session_options *opts,
-                                   brigade_memory *out, brigade_error *err)
+/* The plan brigade_session_new would allocate by, without allocating. */
+static brigade_status plan_without_session(const brigade_model *model,
+                                           const brigade_session_options *opts, uint32_t *n_ctx,
+                                           bg_session_plan *plan, brigade_error *err)
 {
-    /* the same choices brigade_session_new makes, without allocating */
     brigade_session probe = {.model = model, .hp = &model->hp};
     brigade_status st = choose_sizes(&probe, opts, err);
     if (!st)
         st = choose_cache_types(&probe, opts, err);
     if (st)
         return st;
+    *n_ctx = probe.n_ctx;
+    bg_plan_session(&model->hp, probe.n_ctx, probe.n_ubatch, probe.type_k, probe.type_v, plan);
+    return BRIGADE_OK;
+}
+
+brigade_status brigade_memory_plan(const brigade_model *model, const brigade_session_options *opts,
+                                   brigade_memory *out, brigade_error *err)
+{
+    uint32_t n_ctx;
     bg_session_plan plan;
-    bg_plan_session(&model->hp, probe.n_ctx, probe.n_ubatch, probe.type_k, probe.type_v, &plan);
-    fill_memory(model, probe.n_ctx, &plan, out);
+    brigade_status st = plan_without_session(model, opts, &n_ctx, &plan, err);
+    if (st)
+        return st;
+    fill_memory(model, n_ctx, &plan, out);
     return BRIGADE_OK;
 }
 
@@ -249,15 +261,12 @@ brigade_status brigade_memory_place(const brigade_model *model, const brigade_se
                                     uint64_t gpu_budget, uint64_t overhead_bytes,
                                     brigade_placement *out, brigade_error *err)
 {
-    brigade_session probe = {.model = model, .hp = &model->hp};
-    brigade_status st = choose_sizes(&probe, opts, err);
-    if (!st)
-        st = choose_cache_types(&probe, opts, err);
+    uint32_t n_ctx;
+    bg_session_plan plan;
+    brigade_status st = plan_without_session(model, opts, &n_ctx, &plan, err);
     if (st)
         return st;
     const bg_hparams *hp = &model->hp;
-    bg_session_plan plan;
-    bg_plan_session(hp, probe.n_ctx, probe.n_ubatch, probe.type_k, probe.type_v, &plan);
     bg_layer_bytes *layers = calloc(hp->n_layers, sizeof *layers);
     if (!layers)
         return bg_fail(err, BRIGADE_ERR_NOMEM, "out of memory");

@@ -65,5 +65,7 @@ void bg_project(brigade_session *s, const brigade_tensor_info *w, const float *x
                 float *y, size_t y_width);
 /* Residual: x += out for every token. */
 void bg_add_residual(brigade_session *s);
+/* The block input: xn = rmsnorm(x) * weight for every token. */
+void bg_norm_tokens(brigade_session *s, const brigade_tensor_info *weight);
 
 #endif

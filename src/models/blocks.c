@@ -26,6 +26,13 @@ void bg_add_residual(brigade_session *s)
         s->x[i] += s->out[i];
 }
 
+void bg_norm_tokens(brigade_session *s, const brigade_tensor_info *weight)
+{
+    const size_t n = s->hp->n_embd;
+    for (uint32_t i = 0; i < s->n_tok; i++)
+        bg_rmsnorm(s->xn + i * n, s->x + i * n, weight->data, n, s->hp->rms_eps);
+}
+
 /* One head's attention over positions 0..pos of the cache, with the
  * arithmetic of llama.cpp's CPU flash attention: the query converted to
  * the K type's dot format, scores s = (q . k) * scale, an online softmax,

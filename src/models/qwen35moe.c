@@ -113,18 +113,14 @@ static void deltanet(brigade_session *s, uint32_t il)
 
 void bg_qwen35moe_layer(brigade_session *s, uint32_t il)
 {
-    const bg_hparams *hp = s->hp;
     const bg_layer *L = &s->model->layers[il];
-    const size_t n = hp->n_embd;
-    for (uint32_t i = 0; i < s->n_tok; i++)
-        bg_rmsnorm(s->xn + i * n, s->x + i * n, L->t[BG_ROLE_ATTN_NORM]->data, n, hp->rms_eps);
-    if (bg_hparams_is_recurrent(hp, il))
+    bg_norm_tokens(s, L->t[BG_ROLE_ATTN_NORM]);
+    if (bg_hparams_is_recurrent(s->hp, il))
         deltanet(s, il);
     else
         bg_block_attention(s, il, true);
     bg_add_residual(s);
-    for (uint32_t i = 0; i < s->n_tok; i++)
-        bg_rmsnorm(s->xn + i * n, s->x + i * n, L->t[BG_ROLE_POST_NORM]->data, n, hp->rms_eps);
+    bg_norm_tokens(s, L->t[BG_ROLE_POST_NORM]);
     bg_block_moe(s, il);
     bg_add_residual(s);
 }
