@@ -1,7 +1,8 @@
-/* brigade synth OUT.gguf --preset P [--layers N] [--type T] [--vocab V] [--seed S] */
+/* brigade synth OUT.gguf --preset P [--layers N] [--type T | --mix FTYPE] [--vocab V] [--seed S] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "brigade.h"
@@ -19,13 +20,27 @@ static void synth_usage(FILE *out)
             "\n"
             "  --layers N        number of layers (default: the preset's)\n"
             "  --type T          weight type: f32 (default), f16, bf16, q8_0, q4_0, q4_1,\n"
-            "                    q5_0, q5_1, q4_k, q5_k, q6_k, iq4_nl, iq4_xs (norms stay f32)\n"
+            "                    q5_0, q5_1, q4_k, q5_k, q6_k, iq4_nl, iq4_xs (norms stay f32),\n"
+            "                    or a file type below (q4_k_m, q5_k_m, ...)\n"
+            "  --mix FTYPE       tensor types as llama.cpp's quantizer gives them for FTYPE:\n"
+            "                    Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K\n"
+            "                    F16 BF16 F32 (e.g. Q4_0 keeps the output in Q6_K)\n"
             "  --vocab FILE      copy the tokenizer from this GGUF (padded to the preset's\n"
             "                    vocabulary); default: a small built-in byte vocabulary\n"
             "  --experts-used K  experts per token (default: the preset's)\n"
             "  --seed S          random seed (default 1)\n"
             "  --sparse          leave tensor data as a file hole (all zeros, no disk):\n"
             "                    the exact header and size of a full model, for planning\n");
+}
+
+static bool is_type_name(const char *text)
+{
+    for (uint32_t t = 0; t < 256; t++) {
+        const char *name = brigade_type_name(t);
+        if (name && strcasecmp(name, text) == 0)
+            return true;
+    }
+    return false;
 }
 
 static void show_progress(void *user, uint64_t done, uint64_t total)
@@ -52,8 +67,18 @@ int cmd_synth(int argc, char **argv)
             if (!cli_parse_u32(a, argv[++i], &o.n_experts_used))
                 return 2;
         } else if (!strcmp(a, "--type") && i + 1 < argc) {
-            if (!cli_parse_type(argv[++i], &o.type))
+            /* a plain type is uniform; a name only file types have is a mix */
+            const char *t = argv[++i];
+            if (brigade_ftype_from_name(t, &o.ftype) && !is_type_name(t))
+                o.mix = true;
+            else if (!cli_parse_type(t, &o.type))
                 return 2;
+        } else if (!strcmp(a, "--mix") && i + 1 < argc) {
+            if (!brigade_ftype_from_name(argv[++i], &o.ftype)) {
+                fprintf(stderr, "synth: unknown file type '%s'\n", argv[i]);
+                return 2;
+            }
+            o.mix = true;
         } else if (!strcmp(a, "--vocab") && i + 1 < argc)
             o.vocab_path = argv[++i];
         else if (!strcmp(a, "--sparse"))

@@ -172,6 +172,19 @@ uint32_t brigade_model_n_vocab(const brigade_model *model);
 uint64_t brigade_model_n_params(const brigade_model *model);
 uint64_t brigade_model_weight_bytes(const brigade_model *model);
 
+/* The weights' bytes by part of the model; they sum to the weight bytes. */
+typedef struct brigade_weight_breakdown {
+    uint64_t attention;      /* full-attention layers: q, k, v, output, q/k norms */
+    uint64_t deltanet;       /* DeltaNet layers: projections, convolution, gates, norm */
+    uint64_t routed_experts; /* gate/up/down of every routed expert */
+    uint64_t shared_experts; /* the shared expert and its gate */
+    uint64_t router;         /* expert scores (ffn_gate_inp) */
+    uint64_t norms;          /* per-layer and output norms */
+    uint64_t token_embd, output;
+    uint32_t n_attention_layers, n_deltanet_layers;
+} brigade_weight_breakdown;
+void brigade_model_weights(const brigade_model *model, brigade_weight_breakdown *out);
+
 /* ---------------------------------------------------------------- sessions */
 
 /* A session evaluates one token sequence against a model: it owns the KV
@@ -306,6 +319,52 @@ brigade_status brigade_sampler_sample(brigade_sampler *s, const float *logits,
 /* Forgets the recent tokens and restarts the random draws from the seed. */
 void brigade_sampler_reset(brigade_sampler *s);
 
+/* ------------------------------------------------------ quantization mixes */
+
+/* File types (general.file_type), numbered as llama.cpp numbers them: the
+ * default tensor type plus the per-tensor rules of llama.cpp's quantizer
+ * (e.g. Q4_K_M keeps the output in Q6_K and gives Q6_K to half of the
+ * ffn_down and attn_v/attn_qkv tensors). */
+typedef enum brigade_ftype {
+    BRIGADE_FTYPE_F32 = 0,
+    BRIGADE_FTYPE_F16 = 1,
+    BRIGADE_FTYPE_Q4_0 = 2,
+    BRIGADE_FTYPE_Q4_1 = 3,
+    BRIGADE_FTYPE_Q8_0 = 7,
+    BRIGADE_FTYPE_Q5_0 = 8,
+    BRIGADE_FTYPE_Q5_1 = 9,
+    BRIGADE_FTYPE_Q4_K_S = 14,
+    BRIGADE_FTYPE_Q4_K_M = 15,
+    BRIGADE_FTYPE_Q5_K_S = 16,
+    BRIGADE_FTYPE_Q5_K_M = 17,
+    BRIGADE_FTYPE_Q6_K = 18,
+    BRIGADE_FTYPE_BF16 = 32,
+} brigade_ftype;
+
+/* "Q4_K_M", "BF16", ...; NULL for a value brigade does not write. */
+const char *brigade_ftype_name(brigade_ftype ftype);
+/* Case-insensitive; false if unknown. */
+bool brigade_ftype_from_name(const char *name, brigade_ftype *out);
+/* The type most tensors get (Q4_K for Q4_K_M); GGUF type id. */
+uint32_t brigade_ftype_default_type(brigade_ftype ftype);
+
+/* ---------------------------------------------------------------- catalogue */
+
+/* Real models known by geometry, to plan memory before downloading them. */
+typedef struct brigade_catalogue_entry {
+    const char *name;         /* "qwen3.6-35b-a3b" */
+    const char *display_name; /* "Qwen3.6-35B-A3B" */
+} brigade_catalogue_entry;
+
+const brigade_catalogue_entry *brigade_catalogue(size_t *n);
+/* The file types listed for every entry (Q4_0 ... BF16). */
+const brigade_ftype *brigade_catalogue_quants(size_t *n);
+/* "qwen3.6-35b-a3b:Q4_K_M": the model as llama.cpp's quantizer writes that
+ * file type from the BF16 original (tensor types and sizes exact; the
+ * tokenizer metadata is a stand-in). It has no weights: brigade_memory_plan
+ * and brigade_memory_place work on it, brigade_session_new refuses it. */
+brigade_status brigade_catalogue_model(const char *spec, brigade_model **out, brigade_error *err);
+
 /* --------------------------------------------------------- synthetic models */
 
 typedef struct brigade_synth_options {
@@ -316,6 +375,11 @@ typedef struct brigade_synth_options {
     uint64_t seed;
     uint32_t n_experts_used; /* 0: the preset's own top-k */
     bool sparse;             /* leave tensor data as a hole: right header and size, no disk */
+    /* With mix set, type is ignored and each tensor gets the type llama.cpp's
+     * quantizer gives it for ftype, starting from a BF16 original (matrices
+     * BF16, everything else f32, as the converter writes them). */
+    bool mix;
+    brigade_ftype ftype;
     void (*progress)(void *user, uint64_t done, uint64_t total);
     void *progress_user;
 } brigade_synth_options;

@@ -13,6 +13,7 @@
 #include "arena.h"
 #include "error.h"
 #include "gguf_format.h"
+#include "gguf_reader.h"
 #include "keys.h"
 #include "types.h"
 
@@ -25,6 +26,7 @@ struct brigade_gguf {
     char *label; /* the path, for messages */
     const uint8_t *bytes;
     uint64_t size;
+    uint64_t header_only; /* nonzero: only this many bytes exist, and no tensor data */
     bool mapped; /* bytes came from mmap (else malloc, or caller memory) */
     bool owned;
     uint32_t version;
@@ -568,7 +570,7 @@ static brigade_status parse_tensors(brigade_gguf *f, cursor *c, uint64_t n_tenso
                          c->label, t->name, (unsigned long long)rel[i],
                          (unsigned long long)t->n_bytes, (unsigned long long)room);
         t->offset = f->data_offset + rel[i];
-        t->data = f->bytes + (st ? 0 : t->offset);
+        t->data = st || f->header_only ? NULL : f->bytes + t->offset;
     }
     free(rel);
     if (!st)
@@ -580,7 +582,8 @@ static brigade_status parse_tensors(brigade_gguf *f, cursor *c, uint64_t n_tenso
 
 static brigade_status parse(brigade_gguf *f, brigade_error *err)
 {
-    cursor c = {.bytes = f->bytes, .size = f->size, .label = f->label, .err = err,
+    cursor c = {.bytes = f->bytes, .size = f->header_only ? f->header_only : f->size,
+                .label = f->label, .err = err,
                 .arena = &f->arena};
     uint64_t n_tensors = 0, n_kv = 0;
     brigade_status st = parse_header(f, &c, &n_tensors, &n_kv);
@@ -698,6 +701,24 @@ brigade_status brigade_gguf_open_memory(const void *data, size_t size, const cha
     f->size = size;
     return finish_open(f, out, err);
 }
+
+brigade_status bg_gguf_open_header(const void *header, size_t header_len, uint64_t file_size,
+                                   const char *label, brigade_gguf **out, brigade_error *err)
+{
+    *out = NULL;
+    if (header_len == 0 || header_len > file_size)
+        return bg_fail(err, BRIGADE_ERR_ARG, "%s: header of %zu bytes for a %llu-byte file",
+                       label ? label : "<memory>", header_len, (unsigned long long)file_size);
+    brigade_gguf *f = new_file(label);
+    if (!f)
+        return bg_fail(err, BRIGADE_ERR_NOMEM, "out of memory");
+    f->bytes = header;
+    f->size = file_size;
+    f->header_only = header_len;
+    return finish_open(f, out, err);
+}
+
+bool bg_gguf_is_header_only(const brigade_gguf *f) { return f->header_only != 0; }
 
 void brigade_gguf_close(brigade_gguf *f)
 {

@@ -259,6 +259,7 @@ uint64_t bg_gguf_writer_tensor_bytes(const bg_gguf_writer *w, int64_t i)
  * so the same code measures and writes. */
 typedef struct sink {
     FILE *fp;
+    uint8_t *mem; /* or into memory, sized by a measuring pass */
     uint64_t n;
     bool failed;
 } sink;
@@ -267,6 +268,8 @@ static void put(sink *s, const void *p, size_t n)
 {
     if (s->fp && !s->failed && n && fwrite(p, 1, n, s->fp) != n)
         s->failed = true;
+    if (s->mem && n)
+        memcpy(s->mem + s->n, p, n);
     s->n += n;
 }
 
@@ -367,6 +370,20 @@ uint64_t bg_gguf_writer_file_size(const bg_gguf_writer *w)
     sink s = {0};
     put_header(&s, w);
     return s.n + w->data_bytes;
+}
+
+brigade_status bg_gguf_writer_header(const bg_gguf_writer *w, uint8_t **out, size_t *len,
+                                     brigade_error *err)
+{
+    sink measure = {0};
+    put_header(&measure, w);
+    sink s = {.mem = malloc((size_t)measure.n)};
+    if (!s.mem)
+        return bg_fail(err, BRIGADE_ERR_NOMEM, "gguf writer: out of memory for the header");
+    put_header(&s, w);
+    *out = s.mem;
+    *len = (size_t)s.n;
+    return BRIGADE_OK;
 }
 
 static brigade_status io_error(bg_gguf_writer *w, brigade_error *err)

@@ -37,6 +37,11 @@ uint64_t bg_gguf_writer_tensor_bytes(const bg_gguf_writer *w, int64_t i);
 /* Total size the finished file will have. */
 uint64_t bg_gguf_writer_file_size(const bg_gguf_writer *w);
 
+/* The header, metadata and tensor directory as the file would begin, in
+ * malloc'd memory (free it): a model described without its data. */
+brigade_status bg_gguf_writer_header(const bg_gguf_writer *w, uint8_t **out, size_t *len,
+                                     brigade_error *err);
+
 /* Creates the file and writes the header, metadata and tensor directory. */
 brigade_status bg_gguf_writer_begin(bg_gguf_writer *w, const char *path, brigade_error *err);
 /* Appends data to the tensors in order; a tensor may arrive in any number of

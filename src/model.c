@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "gguf_reader.h"
 #include "keys.h"
 #include "model.h"
 #include "quant.h"
@@ -110,29 +111,24 @@ static brigade_status read_vocab_size(brigade_model *m, brigade_error *err)
     return BRIGADE_OK;
 }
 
-brigade_status brigade_model_load(const char *path, const brigade_model_options *opts,
-                                  brigade_model **out, brigade_error *err)
+brigade_status bg_model_from_file(brigade_gguf *file, const char *label, brigade_model **out,
+                                  brigade_error *err)
 {
     *out = NULL;
     brigade_model *m = calloc(1, sizeof *m);
-    if (!m)
-        return bg_fail(err, BRIGADE_ERR_NOMEM, "%s: out of memory", path);
-    brigade_gguf_options gopts = {0};
-    if (opts) {
-        gopts.no_mmap = opts->no_mmap;
-        gopts.progress = opts->progress;
-        gopts.progress_user = opts->progress_user;
+    if (!m) {
+        brigade_gguf_close(file);
+        return bg_fail(err, BRIGADE_ERR_NOMEM, "%s: out of memory", label);
     }
-    brigade_status st = brigade_gguf_open(path, &gopts, &m->file, err);
-    if (!st) {
-        st = bg_hparams_read(m->file, &m->hp, err);
-        if (!st)
-            st = read_vocab_size(m, err);
-        if (!st)
-            st = bind_tensors(m, err);
-        if (st && err && strncmp(err->message, path, strlen(path)) != 0)
-            bg_error_prefix(err, "%s: ", path);
-    }
+    m->file = file;
+    m->header_only = bg_gguf_is_header_only(file);
+    brigade_status st = bg_hparams_read(m->file, &m->hp, err);
+    if (!st)
+        st = read_vocab_size(m, err);
+    if (!st)
+        st = bind_tensors(m, err);
+    if (st && err && strncmp(err->message, label, strlen(label)) != 0)
+        bg_error_prefix(err, "%s: ", label);
     if (st) {
         brigade_model_free(m);
         return st;
@@ -141,11 +137,27 @@ brigade_status brigade_model_load(const char *path, const brigade_model_options 
     return BRIGADE_OK;
 }
 
+brigade_status brigade_model_load(const char *path, const brigade_model_options *opts,
+                                  brigade_model **out, brigade_error *err)
+{
+    *out = NULL;
+    brigade_gguf_options gopts = {0};
+    if (opts) {
+        gopts.no_mmap = opts->no_mmap;
+        gopts.progress = opts->progress;
+        gopts.progress_user = opts->progress_user;
+    }
+    brigade_gguf *file;
+    brigade_status st = brigade_gguf_open(path, &gopts, &file, err);
+    return st ? st : bg_model_from_file(file, path, out, err);
+}
+
 void brigade_model_free(brigade_model *m)
 {
     if (!m)
         return;
     brigade_gguf_close(m->file);
+    free(m->header);
     free(m->layers);
     free(m);
 }
@@ -156,3 +168,51 @@ uint32_t brigade_model_n_layers(const brigade_model *m) { return m->hp.n_layers;
 uint32_t brigade_model_n_vocab(const brigade_model *m) { return m->hp.n_vocab; }
 uint64_t brigade_model_n_params(const brigade_model *m) { return m->n_params; }
 uint64_t brigade_model_weight_bytes(const brigade_model *m) { return m->weight_bytes; }
+
+/* Which part of the model a role belongs to, as brigade fit reports it. */
+static uint64_t *part_of(brigade_weight_breakdown *b, bg_role r)
+{
+    switch (r) {
+    case BG_ROLE_TOKEN_EMBD: return &b->token_embd;
+    case BG_ROLE_OUTPUT: return &b->output;
+    case BG_ROLE_OUTPUT_NORM:
+    case BG_ROLE_ATTN_NORM:
+    case BG_ROLE_POST_NORM:
+    case BG_ROLE_FFN_NORM: return &b->norms;
+    case BG_ROLE_ATTN_Q:
+    case BG_ROLE_ATTN_K:
+    case BG_ROLE_ATTN_V:
+    case BG_ROLE_ATTN_OUT:
+    case BG_ROLE_ATTN_Q_NORM:
+    case BG_ROLE_ATTN_K_NORM: return &b->attention;
+    case BG_ROLE_FFN_GATE_INP: return &b->router;
+    case BG_ROLE_FFN_GATE_EXPS:
+    case BG_ROLE_FFN_UP_EXPS:
+    case BG_ROLE_FFN_DOWN_EXPS: return &b->routed_experts;
+    case BG_ROLE_FFN_GATE_INP_SHEXP:
+    case BG_ROLE_FFN_GATE_SHEXP:
+    case BG_ROLE_FFN_UP_SHEXP:
+    case BG_ROLE_FFN_DOWN_SHEXP: return &b->shared_experts;
+    default: return &b->deltanet; /* the SSM roles */
+    }
+}
+
+void brigade_model_weights(const brigade_model *m, brigade_weight_breakdown *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int r = 0; r < BG_ROLE_COUNT; r++) {
+        const brigade_tensor_info *t = m->global.t[r];
+        /* a tied output is the embedding matrix, counted once */
+        if (t && !(r == BG_ROLE_OUTPUT && t == m->global.t[BG_ROLE_TOKEN_EMBD]))
+            *part_of(out, (bg_role)r) += t->n_bytes;
+    }
+    for (uint32_t il = 0; il < m->hp.n_layers; il++) {
+        for (int r = 0; r < BG_ROLE_COUNT; r++)
+            if (m->layers[il].t[r])
+                *part_of(out, (bg_role)r) += m->layers[il].t[r]->n_bytes;
+        if (bg_hparams_is_recurrent(&m->hp, il))
+            out->n_deltanet_layers++;
+        else
+            out->n_attention_layers++;
+    }
+}

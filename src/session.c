@@ -157,6 +157,10 @@ brigade_status brigade_session_new(const brigade_model *model, const brigade_ses
                                    brigade_session **out, brigade_error *err)
 {
     *out = NULL;
+    if (model->header_only)
+        return bg_fail(err, BRIGADE_ERR_ARG,
+                       "this model is described by its header only (a catalogue entry): it can "
+                       "be planned, not evaluated");
     brigade_session *s = calloc(1, sizeof *s);
     if (!s)
         return bg_fail(err, BRIGADE_ERR_NOMEM, "out of memory");

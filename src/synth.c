@@ -15,6 +15,8 @@
 #include "arch.h"
 #include "presets.h"
 #include "quant.h"
+#include "quant_mix.h"
+#include "synth.h"
 #include "types.h"
 
 /* ------------------------------------------------------------------ random */
@@ -93,8 +95,32 @@ static uint32_t storage_type(const bg_tensor_spec *s, uint32_t want)
     return BG_TYPE_F32;
 }
 
-static brigade_status plan_model(const bg_hparams *hp, uint32_t weight_type, plan_tensor **out,
-                                 size_t *n_out, brigade_error *err)
+/* The types llama.cpp's quantizer gives a BF16 original for ftype. */
+static brigade_status apply_mix(const bg_hparams *hp, brigade_ftype ftype, plan_tensor *plan,
+                                size_t n, brigade_error *err)
+{
+    bg_mix_tensor *mt = calloc(n, sizeof *mt);
+    uint32_t *types = calloc(n, sizeof *types);
+    brigade_status st = BRIGADE_OK;
+    if (!mt || !types)
+        st = bg_fail(err, BRIGADE_ERR_NOMEM, "synth: out of memory");
+    for (size_t i = 0; i < n && !st; i++) {
+        mt[i] = (bg_mix_tensor){.name = plan[i].spec.name, .n_dims = plan[i].spec.n_dims,
+                                .type = storage_type(&plan[i].spec, BG_TYPE_BF16)};
+        memcpy(mt[i].ne, plan[i].spec.ne, sizeof mt[i].ne);
+    }
+    bg_mix_options mo = {.ftype = ftype, .output_type = -1, .token_embd_type = -1};
+    if (!st)
+        st = bg_mix_assign(mt, n, hp->n_layers, hp->n_expert, &mo, types, NULL, err);
+    for (size_t i = 0; i < n && !st; i++)
+        plan[i].type = types[i];
+    free(mt);
+    free(types);
+    return st;
+}
+
+static brigade_status plan_model(const bg_hparams *hp, const brigade_synth_options *o,
+                                 plan_tensor **out, size_t *n_out, brigade_error *err)
 {
     size_t n = bg_arch_tensor_specs(hp, NULL, 0);
     bg_tensor_spec *specs = calloc(n, sizeof *specs);
@@ -107,9 +133,14 @@ static brigade_status plan_model(const bg_hparams *hp, uint32_t weight_type, pla
     bg_arch_tensor_specs(hp, specs, n);
     for (size_t i = 0; i < n; i++) {
         plan[i].spec = specs[i];
-        plan[i].type = storage_type(&specs[i], weight_type);
+        plan[i].type = storage_type(&specs[i], o->type);
     }
     free(specs);
+    brigade_status st = o->mix ? apply_mix(hp, o->ftype, plan, n, err) : BRIGADE_OK;
+    if (st) {
+        free(plan);
+        return st;
+    }
     *out = plan;
     *n_out = n;
     return BRIGADE_OK;
@@ -139,12 +170,13 @@ static uint32_t file_type_of(uint32_t type)
 }
 
 static brigade_status write_metadata(bg_gguf_writer *w, const bg_preset *preset,
-                                     const bg_hparams *hp, uint32_t weight_type,
+                                     const bg_hparams *hp, const brigade_synth_options *o,
                                      brigade_error *err)
 {
+    uint32_t file_type = o->mix ? (uint32_t)o->ftype : file_type_of(o->type);
     brigade_status st = bg_hparams_write(w, hp, err);
     if (!st) st = bg_gguf_set_str(w, KEY_NAME, preset->display_name, err);
-    if (!st) st = bg_gguf_set_u32(w, KEY_FILE_TYPE, file_type_of(weight_type), err);
+    if (!st) st = bg_gguf_set_u32(w, KEY_FILE_TYPE, file_type, err);
     if (!st) st = bg_gguf_set_u32(w, KEY_QUANT_VERSION, 2, err);
     return st;
 }
@@ -451,15 +483,20 @@ static brigade_status check_options(const brigade_synth_options *o, const bg_pre
     if (!o || !o->preset)
         return bg_fail(err, BRIGADE_ERR_ARG, "synth: no preset given");
     *preset = bg_preset_find(o->preset);
-    if (!*preset)
-        return bg_fail(err, BRIGADE_ERR_ARG,
-                       "synth: unknown preset '%s' (known: qwen3.6-35b-a3b, qwen3-30b-a3b, "
-                       "tiny-qwen35moe, tiny-qwen3moe)",
-                       o->preset);
+    if (!*preset) {
+        char known[512] = "";
+        for (const char *const *p = brigade_synth_presets(); *p; p++)
+            snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
+                     p == brigade_synth_presets() ? "" : ", ", *p);
+        return bg_fail(err, BRIGADE_ERR_ARG, "synth: unknown preset '%s' (known: %s)", o->preset,
+                       known);
+    }
     const bg_type_info *ti = bg_type_get(o->type);
     const bg_quant_ops *ops = bg_quant_ops_get((bg_type)o->type);
     bool is_weight_type = o->type == BG_TYPE_F32 || (ops && ops->quantize && ops->dot);
-    if (!ti || !is_weight_type)
+    if (o->mix && !brigade_ftype_name(o->ftype))
+        return bg_fail(err, BRIGADE_ERR_ARG, "synth: unsupported file type %d", (int)o->ftype);
+    if (!o->mix && (!ti || !is_weight_type))
         return bg_fail(err, BRIGADE_ERR_ARG,
                        "synth: type '%s' cannot be used for weights (use f32, f16, bf16, q8_0, "
                        "q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K, iq4_nl or iq4_xs)",
@@ -479,8 +516,9 @@ static brigade_status check_options(const brigade_synth_options *o, const bg_pre
     return BRIGADE_OK;
 }
 
-brigade_status brigade_synth(const char *out_path, const brigade_synth_options *o,
-                             brigade_error *err)
+/* Metadata, tokenizer and tensor directory of the model o describes. */
+static brigade_status build(const brigade_synth_options *o, bg_gguf_writer **w_out,
+                            plan_tensor **plan_out, size_t *n_out, brigade_error *err)
 {
     const bg_preset *preset = NULL;
     brigade_status st = check_options(o, &preset, err);
@@ -496,19 +534,54 @@ brigade_status brigade_synth(const char *out_path, const brigade_synth_options *
         return bg_fail(err, BRIGADE_ERR_NOMEM, "synth: out of memory");
     plan_tensor *plan = NULL;
     size_t n = 0;
-    st = write_metadata(w, preset, &hp, o->type, err);
+    st = write_metadata(w, preset, &hp, o, err);
     if (!st)
         st = o->vocab_path ? copy_vocab(w, o->vocab_path, preset->hp.n_vocab, &hp.n_vocab, err)
                            : builtin_vocab(w, preset->hp.n_vocab, &hp.n_vocab, err);
     if (!st)
         st = bg_hparams_check(&hp, err);
     if (!st)
-        st = plan_model(&hp, o->type, &plan, &n, err);
+        st = plan_model(&hp, o, &plan, &n, err);
     for (size_t i = 0; i < n && !st; i++)
         st = bg_gguf_add_tensor(w, plan[i].spec.name, plan[i].type, plan[i].spec.n_dims,
                                 plan[i].spec.ne, err);
-    if (!st)
-        st = bg_gguf_writer_begin(w, out_path, err);
+    if (st) {
+        free(plan);
+        bg_gguf_writer_free(w);
+        return st;
+    }
+    *w_out = w;
+    *plan_out = plan;
+    *n_out = n;
+    return BRIGADE_OK;
+}
+
+brigade_status bg_synth_header(const brigade_synth_options *o, uint8_t **header, size_t *len,
+                               uint64_t *file_size, brigade_error *err)
+{
+    bg_gguf_writer *w;
+    plan_tensor *plan;
+    size_t n;
+    brigade_status st = build(o, &w, &plan, &n, err);
+    if (st)
+        return st;
+    *file_size = bg_gguf_writer_file_size(w);
+    st = bg_gguf_writer_header(w, header, len, err);
+    free(plan);
+    bg_gguf_writer_free(w);
+    return st;
+}
+
+brigade_status brigade_synth(const char *out_path, const brigade_synth_options *o,
+                             brigade_error *err)
+{
+    bg_gguf_writer *w;
+    plan_tensor *plan;
+    size_t n;
+    brigade_status st = build(o, &w, &plan, &n, err);
+    if (st)
+        return st;
+    st = bg_gguf_writer_begin(w, out_path, err);
     for (size_t i = 0; o->sparse && i < n && !st; i++)
         st = bg_gguf_writer_skip(w, bg_gguf_writer_tensor_bytes(w, (int64_t)i), err);
     if (!st && !o->sparse)

@@ -48,9 +48,10 @@ expect 1 "cannot open" -- "$B" bench -m "$T/none.gguf"
 out=$("$B" fit -m "$T/full.gguf" -c 4096 --json)
 printf '%s' "$out" | python3 -c '
 import json, sys
-p = json.load(sys.stdin)["plans"][0]
-assert p["kv_bytes"] == 4096 * 20 * 1024, p
+p = json.load(sys.stdin)
+assert p["n_ctx"] == 4096 and p["kv_bytes"] == 4096 * 20 * 1024, p
 assert p["recurrent_bytes"] == 30 * (3 * 8192 + 32 * 128 * 128) * 4, p
+assert sum(p["weights"].values()) == p["weights_bytes"], p
 ' && ok || bad "fit --json figures: $out"
 expect 0 "| 262144 |" -- "$B" fit -m "$T/full.gguf"
 # Placement: the 18.2 GiB of weights fit a 24 GiB card whole (the token
@@ -59,11 +60,29 @@ out=$("$B" fit -m "$T/full.gguf" -c 4096 --gpu 8,24 --json)
 printf '%s' "$out" | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
-small, big = d["gpus"][0]["cells"][0], d["gpus"][1]["cells"][0]
-assert big["placement"] == "gpu" and big["gpu_bytes"] <= 24 << 30, big
-assert small["placement"] == "experts-cpu" and 0 < small["n_cpu_moe_layers"] <= 40, small
+small, big = d["cells"][0], d["cells"][1]
+assert d["gpu_gib"] == 8 and d["placement"] == small["placement"], d
+assert big["gpu_gib"] == 24 and big["placement"]["kind"] == "gpu" and big["gpu_bytes"] <= 24 << 30, big
+assert small["placement"]["kind"] == "experts-cpu", small
+assert 0 < small["placement"]["n_cpu_moe_layers"] <= 40, small
 assert small["gpu_bytes"] <= 8 << 30 < small["gpu_bytes"] + 2 * (small["host_bytes"]), small
 ' && ok || bad "fit placement: $out"
+# The catalogue: a model nobody downloaded plans like the file synth writes
+# with the same mix (tensor types as llama.cpp's quantizer gives them).
+"$B" synth "$T/mix.gguf" --preset qwen3.6-35b-a3b --type q4_k_m --sparse 2>/dev/null
+file_bytes=$("$B" info --json "$T/mix.gguf" | python3 -c 'import json,sys; print(json.load(sys.stdin)["weights_bytes"])')
+out=$("$B" fit qwen3.6-35b-a3b:Q4_K_M -c 4096 --json)
+printf '%s' "$out" | FILE_BYTES="$file_bytes" python3 -c '
+import json, os, sys
+p = json.load(sys.stdin)
+assert p["weights_bytes"] == int(os.environ["FILE_BYTES"]), p
+assert p["kv_bytes"] == 4096 * 20 * 1024 and p["recurrent_bytes"] == 30 * (3 * 8192 + 32 * 128 * 128) * 4, p
+assert p["placement"]["kind"] == "gpu" and p["gpu_gib"] == 24, p
+' && ok || bad "fit catalogue: $out"
+expect 0 "Qwen3.6-35B-A3B Q4_K_M" -- "$B" fit qwen3.6-35b-a3b:q4_k_m
+expect 0 "| Qwen3-235B-A22B |" -- "$B" fit --list
+expect 1 "not in the catalogue" -- "$B" fit qwen3.6-35b-a3b:Q3_K_XL
+expect 2 "usage" -- "$B" fit
 expect 2 "bad or missing value for -ctk" -- "$B" fit -m "$T/full.gguf" -ctk q2_k
 
 finish cli_run
