@@ -24,6 +24,7 @@ typedef enum brigade_status {
     BRIGADE_ERR_UNSUPPORTED, /* valid, but not something brigade handles */
     BRIGADE_ERR_NOMEM,       /* an allocation failed */
     BRIGADE_ERR_ARG,         /* the caller passed something invalid */
+    BRIGADE_ERR_CANCELLED,   /* a progress callback asked to stop */
 } brigade_status;
 
 #define BRIGADE_ERROR_MAX 512
@@ -347,6 +348,42 @@ const char *brigade_ftype_name(brigade_ftype ftype);
 bool brigade_ftype_from_name(const char *name, brigade_ftype *out);
 /* The type most tensors get (Q4_K for Q4_K_M); GGUF type id. */
 uint32_t brigade_ftype_default_type(brigade_ftype ftype);
+
+/* Quantizing a GGUF file: each tensor gets the type llama.cpp's quantizer
+ * gives it for the file type, with bytes identical to llama.cpp's (no
+ * importance matrix). Streams tensor by tensor from the mapped input, so
+ * memory stays small whatever the model's size; writes OUT.partial and
+ * renames it to OUT only when complete. */
+typedef struct brigade_quantize_progress {
+    int64_t tensor, n_tensors; /* the tensor being written, 0-based */
+    const char *name;
+    uint32_t from_type, to_type;
+    uint64_t bytes_done, bytes_total; /* input tensor bytes */
+} brigade_quantize_progress;
+
+typedef struct brigade_quantize_options {
+    brigade_ftype ftype;
+    unsigned n_threads;       /* 0: every online core */
+    bool pure;                /* every quantizable tensor in the default type */
+    bool allow_requantize;    /* accept quantized input tensors (loses quality) */
+    int32_t output_type;      /* GGUF type for output.weight; -1: the mix's */
+    int32_t token_embd_type;  /* GGUF type for token_embd.weight; -1: the mix's */
+    /* Called before each tensor and as rows complete; returning false stops
+     * the run (BRIGADE_ERR_CANCELLED) and leaves no output file. */
+    bool (*progress)(void *user, const brigade_quantize_progress *p);
+    void *progress_user;
+} brigade_quantize_options;
+
+typedef struct brigade_quantize_report {
+    uint64_t n_params;
+    uint64_t bytes_in, bytes_out; /* tensor data */
+    int64_t n_tensors, n_quantized, n_requantized;
+    uint32_t n_fallback; /* tensors whose rows forced another type */
+} brigade_quantize_report;
+
+brigade_status brigade_quantize(const char *in_path, const char *out_path,
+                                const brigade_quantize_options *opts,
+                                brigade_quantize_report *report, brigade_error *err);
 
 /* ---------------------------------------------------------------- catalogue */
 

@@ -47,6 +47,7 @@ const char *brigade_status_name(brigade_status status)
     case BRIGADE_ERR_UNSUPPORTED: return "unsupported";
     case BRIGADE_ERR_NOMEM: return "out of memory";
     case BRIGADE_ERR_ARG: return "invalid argument";
+    case BRIGADE_ERR_CANCELLED: return "cancelled";
     }
     return "unknown status";
 }
