@@ -173,6 +173,18 @@ bool gen_engine_open(gen_engine *e, const gen_flags *f)
                 f->model_path, brigade_model_arch(e->model), brigade_model_n_layers(e->model),
                 brigade_model_n_vocab(e->model), n_ctx,
                 brigade_chat_family_name(brigade_chat_template_family(e->tmpl)));
+    if (f->verbose) {
+        /* the session allocates buffer by buffer from the plan: planned vs allocated */
+        brigade_memory m;
+        brigade_session_memory(e->session, &m);
+        uint64_t planned = m.kv_bytes + m.recurrent_bytes + m.compute_bytes;
+        fprintf(stderr,
+                "memory: weights %.2f MiB (mapped from the file), KV cache %.2f MiB, recurrent "
+                "state %.2f MiB, compute %.2f MiB: planned %.2f MiB, allocated %.2f MiB\n",
+                m.weights_bytes / 1048576.0, m.kv_bytes / 1048576.0,
+                m.recurrent_bytes / 1048576.0, m.compute_bytes / 1048576.0,
+                planned / 1048576.0, m.allocated_bytes / 1048576.0);
+    }
     return true;
 }
 

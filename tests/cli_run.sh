@@ -84,5 +84,12 @@ expect 0 "| Qwen3-235B-A22B |" -- "$B" fit --list
 expect 1 "not in the catalogue" -- "$B" fit qwen3.6-35b-a3b:Q3_K_XL
 expect 2 "usage" -- "$B" fit
 expect 2 "bad or missing value for -ctk" -- "$B" fit -m "$T/full.gguf" -ctk q2_k
+# A load reports planned vs allocated bytes; the session allocates from the plan.
+out=$("$B" run -m "$M" -p "hi" -n 1 --raw --verbose -c 512 -ctk q8_0 2>&1 >/dev/null)
+printf '%s' "$out" | python3 -c '
+import re, sys
+m = re.search(r"planned ([0-9.]+) MiB, allocated ([0-9.]+) MiB", sys.stdin.read())
+assert m and m.group(1) == m.group(2), m
+' && ok || bad "run --verbose memory: $out"
 
 finish cli_run
