@@ -21,6 +21,7 @@ static const command commands[] = {
     {"bench", cmd_bench, "prompt and generation speed, llama-bench style"},
     {"fit", cmd_fit, "the memory a model needs: weights, KV cache, recurrent state, compute"},
     {"quantize", cmd_quantize, "rewrite a model in a llama.cpp file type (Q4_K_M, Q8_0, ...)"},
+    {"perplexity", cmd_perplexity, "perplexity of a text; KL divergence against a base model"},
     {"tokenize", cmd_tokenize, "print the token ids (and pieces) a model's tokenizer gives"},
 };
 

@@ -659,6 +659,134 @@ brigade_status brigade_chat_parser_finish(brigade_chat_parser *parser,
 const brigade_chat_message *brigade_chat_parser_message(const brigade_chat_parser *parser);
 void brigade_chat_parser_free(brigade_chat_parser *parser);
 
+/* ------------------------------------------- perplexity and KL divergence */
+/* (section owned by the perplexity module: src/perplexity.c)
+ *
+ * The arithmetic of llama-perplexity. A text is cut into windows of n_ctx
+ * tokens, each evaluated from an empty context; the logits at positions
+ * n_ctx/2 .. n_ctx-2 are scored against the token that follows (the first
+ * half is context only). Against a base model, each scored position adds
+ * the KL divergence of the two next-token distributions. The base is kept
+ * in llama.cpp's own log-probability file (llama-perplexity
+ * --kl-divergence-base), so either program reads what the other wrote. */
+
+/* Scored positions of a window: n_ctx - 1 - n_ctx/2 (0 below n_ctx 3). */
+uint32_t brigade_ppl_n_scored(uint32_t n_ctx);
+
+/* Evaluates one window from an empty context (the session is reset):
+ * tokens[0 .. n_ctx-1), the first replaced by bos when bos >= 0 (what
+ * llama-perplexity does for vocabularies that add a BOS), in calls of at
+ * most n_batch tokens (0: no limit) that never mix context and scored
+ * positions. logits receives brigade_ppl_n_scored(n_ctx) rows of n_vocab
+ * (the session's model's): positions n_ctx/2 .. n_ctx-2, whose next tokens
+ * are tokens[n_ctx/2 + 1 ..]. The session's context must hold n_ctx - 1
+ * tokens (the last one is never evaluated: nothing follows it). */
+brigade_status brigade_ppl_eval_window(brigade_session *session, int32_t n_vocab,
+                                       const int32_t *tokens, uint32_t n_ctx, int32_t bos,
+                                       uint32_t n_batch, float *logits, brigade_error *err);
+
+/* A row's log-softmax: log p(i) = logits[i] - max - log_sum_exp. */
+typedef struct brigade_log_softmax {
+    float max;          /* the largest logit */
+    double log_sum_exp; /* log sum_i exp(logits[i] - max) */
+    int32_t argmax;     /* the first index holding max */
+} brigade_log_softmax;
+
+void brigade_log_softmax_of(const float *logits, int32_t n_vocab, brigade_log_softmax *out);
+
+/* A mean and its standard error. */
+typedef struct brigade_estimate {
+    double value, error;
+} brigade_estimate;
+
+/* Sums of the negative log-likelihood over scored tokens. */
+typedef struct brigade_ppl_stats {
+    double sum_nll, sum_nll2;
+    uint64_t count;
+} brigade_ppl_stats;
+
+/* Adds -log p(token) of one row and returns it. */
+double brigade_ppl_add(brigade_ppl_stats *s, const float *logits, int32_t n_vocab, int32_t token);
+/* exp(mean nll), with llama-perplexity's error: ppl * sqrt(var / (count-1))
+ * (0 with fewer than two tokens or no spread). */
+brigade_estimate brigade_ppl_estimate(const brigade_ppl_stats *s);
+
+/* A base row packs the log-probabilities of one position in uint16 words:
+ * two floats (scale, min) in the first four words, then a word w per token
+ * standing for scale*w + min, padded to an even count. Log-probabilities
+ * more than 16 below the largest all become min. */
+size_t brigade_logprob_row_words(int32_t n_vocab);
+void brigade_logprob_pack(const float *logits, int32_t n_vocab, uint16_t *row);
+
+typedef struct brigade_kld_stats {
+    double sum_nll, sum_nll2;           /* the model under test */
+    double sum_nll_base, sum_nll_base2; /* the base */
+    double sum_nll_nll_base;
+    double sum_kld, sum_kld2;
+    double sum_dp, sum_dp2, sum_dp4; /* dp = p(token) - p_base(token) */
+    double max_abs_dp;
+    uint64_t n_same_top, count;
+} brigade_kld_stats;
+
+/* Adds one scored position: the logits of the model under test, the base's
+ * packed row for the same position (from brigade_logprob_pack or
+ * brigade_logprob_read) and the token that follows. Returns the position's
+ * KL divergence sum_i p_base(i) log(p_base(i) / p(i)) over the tokens the
+ * row keeps; *dp (may be NULL) receives p(token) - p_base(token). */
+double brigade_kld_add(brigade_kld_stats *s, const float *logits, const uint16_t *base_row,
+                       int32_t n_vocab, int32_t token, double *dp);
+
+typedef struct brigade_kld_summary {
+    uint64_t count;
+    brigade_estimate ppl, ppl_base;   /* exp(mean nll) of each model */
+    double ln_ppl_correlation;        /* Cor(ln PPL(Q), ln PPL(base)) */
+    brigade_estimate ln_ppl_ratio;    /* ln(PPL(Q) / PPL(base)) */
+    brigade_estimate ppl_ratio, ppl_diff;
+    brigade_estimate kld;             /* mean KL divergence */
+    brigade_estimate dp, dp_rms;      /* mean and RMS of dp */
+    brigade_estimate same_top;        /* fraction of positions, in [0, 1] */
+} brigade_kld_summary;
+
+/* The means and errors llama-perplexity --kl-divergence prints. */
+void brigade_kld_summarize(const brigade_kld_stats *s, brigade_kld_summary *out);
+
+/* Quantiles by linear interpolation between sorted values. */
+typedef struct brigade_quantiles {
+    float min, p0_1, p1, p5, p10, p25, median, p75, p90, p95, p99, p99_9, max;
+} brigade_quantiles;
+
+/* Sorts values (n may be 0: all zero) and reads their quantiles. */
+void brigade_quantiles_of(float *values, size_t n, brigade_quantiles *out);
+
+/* llama.cpp's log-probability file: "_logits_", int32 n_ctx, n_vocab and
+ * n_chunk, the n_chunk * n_ctx int32 tokens evaluated, then for each chunk
+ * brigade_ppl_n_scored(n_ctx) packed rows. Little-endian hosts only, as
+ * llama.cpp. A file is either being written or being read. */
+typedef struct brigade_logprob_file brigade_logprob_file;
+
+/* Creates path and writes the header and tokens. */
+brigade_status brigade_logprob_create(const char *path, uint32_t n_ctx, int32_t n_vocab,
+                                      uint32_t n_chunk, const int32_t *tokens,
+                                      brigade_logprob_file **out, brigade_error *err);
+/* Packs one row of logits and appends it. */
+brigade_status brigade_logprob_write(brigade_logprob_file *f, const float *logits,
+                                     brigade_error *err);
+/* Opens and validates a file: magic, counts, every token, the exact size
+ * the header implies; errors name the file and byte offset. */
+brigade_status brigade_logprob_open(const char *path, brigade_logprob_file **out,
+                                    brigade_error *err);
+uint32_t brigade_logprob_n_ctx(const brigade_logprob_file *f);
+int32_t brigade_logprob_n_vocab(const brigade_logprob_file *f);
+uint32_t brigade_logprob_n_chunk(const brigade_logprob_file *f);
+/* n_chunk * n_ctx tokens (of a file being read or written). */
+const int32_t *brigade_logprob_tokens(const brigade_logprob_file *f);
+/* Reads the next row (brigade_logprob_row_words words), checking that its
+ * scale and minimum make a row of log-probabilities. */
+brigade_status brigade_logprob_read(brigade_logprob_file *f, uint16_t *row, brigade_error *err);
+/* Closes f (NULL: nothing). A written file must hold every row the header
+ * announced and reach the disk, or this fails. */
+brigade_status brigade_logprob_close(brigade_logprob_file *f, brigade_error *err);
+
 #ifdef __cplusplus
 }
 #endif
