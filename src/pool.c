@@ -24,6 +24,9 @@ typedef struct worker_arg {
 
 struct bg_pool {
     unsigned n_threads;
+    unsigned refs;         /* holders of a shared pool (bg_pool_acquire) */
+    bg_pool *next_shared;  /* the process's list of shared pools */
+    pthread_mutex_t run;   /* one job at a time: callers on other threads wait */
     pthread_t *threads;
     worker_arg *args;
     pthread_mutex_t lock;
@@ -89,6 +92,7 @@ bg_pool *bg_pool_new(unsigned n_threads)
     if (!p)
         return NULL;
     p->n_threads = n_threads ? n_threads : 1;
+    pthread_mutex_init(&p->run, NULL);
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
@@ -124,6 +128,7 @@ void bg_pool_free(bg_pool *p)
     pthread_mutex_unlock(&p->lock);
     for (unsigned i = 0; p->threads && i + 1 < p->n_threads; i++)
         pthread_join(p->threads[i], NULL);
+    pthread_mutex_destroy(&p->run);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->done);
@@ -143,6 +148,7 @@ void bg_pool_run(bg_pool *p, int64_t n_tasks, bg_pool_fn fn, void *ctx)
             fn(ctx, t, 0);
         return;
     }
+    pthread_mutex_lock(&p->run);
     p->fn = fn;
     p->ctx = ctx;
     p->n_tasks = n_tasks;
@@ -162,4 +168,44 @@ void bg_pool_run(bg_pool *p, int64_t n_tasks, bg_pool_fn fn, void *ctx)
             pthread_cond_wait(&p->done, &p->lock);
         pthread_mutex_unlock(&p->lock);
     }
+    pthread_mutex_unlock(&p->run);
+}
+
+/* ------------------------------------------------------------ shared pools */
+
+static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
+static bg_pool *shared;
+
+bg_pool *bg_pool_acquire(unsigned n_threads)
+{
+    n_threads = n_threads ? n_threads : 1;
+    pthread_mutex_lock(&shared_lock);
+    bg_pool *p = shared;
+    while (p && p->n_threads != n_threads)
+        p = p->next_shared;
+    if (!p && (p = bg_pool_new(n_threads)) != NULL) {
+        p->next_shared = shared;
+        shared = p;
+    }
+    if (p)
+        p->refs++;
+    pthread_mutex_unlock(&shared_lock);
+    return p;
+}
+
+void bg_pool_release(bg_pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&shared_lock);
+    bool last = --p->refs == 0;
+    if (last) {
+        bg_pool **at = &shared;
+        while (*at != p)
+            at = &(*at)->next_shared;
+        *at = p->next_shared;
+    }
+    pthread_mutex_unlock(&shared_lock);
+    if (last)
+        bg_pool_free(p);
 }

@@ -11,7 +11,14 @@ typedef struct bg_pool bg_pool;
 /* fn(ctx, task, worker) for task in [0, n_tasks); worker < n_threads. */
 typedef void (*bg_pool_fn)(void *ctx, int64_t task, unsigned worker);
 
-/* n_threads counts the caller; 1 means no extra threads. NULL on failure. */
+/* The process's pool of n_threads (counting the caller; 1 means no extra
+ * threads), shared by every session and quantization that asks for the
+ * same count, created on first use and ended with its last holder. Jobs of
+ * callers on different threads take turns. NULL on failure. */
+bg_pool *bg_pool_acquire(unsigned n_threads);
+void bg_pool_release(bg_pool *pool);
+
+/* A private pool (tests and benchmarks). */
 bg_pool *bg_pool_new(unsigned n_threads);
 void bg_pool_free(bg_pool *pool);
 unsigned bg_pool_threads(const bg_pool *pool);

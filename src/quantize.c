@@ -191,7 +191,7 @@ static brigade_status quantize_file(const brigade_gguf *in, const char *in_path,
     bg_mix_tensor *mt = calloc((size_t)(n ? n : 1), sizeof *mt);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     unsigned threads = o->n_threads ? o->n_threads : (cores > 0 ? (unsigned)cores : 1);
-    run r = {.o = o, .pool = bg_pool_new(threads), .out_cap = SLAB_FLOATS * sizeof(float)};
+    run r = {.o = o, .pool = bg_pool_acquire(threads), .out_cap = SLAB_FLOATS * sizeof(float)};
     r.out = malloc(r.out_cap);
     uint64_t max_ne0 = 1;
     for (int64_t i = 0; i < n; i++)
@@ -235,7 +235,7 @@ static brigade_status quantize_file(const brigade_gguf *in, const char *in_path,
         st = bg_gguf_writer_finish(r.w, err);
     rep->n_tensors = n;
     bg_gguf_writer_free(r.w);
-    bg_pool_free(r.pool);
+    bg_pool_release(r.pool);
     free(r.out);
     free(r.work);
     free(jobs);

@@ -173,7 +173,7 @@ brigade_status brigade_session_new(const brigade_model *model, const brigade_ses
         st = bg_fail(err, BRIGADE_ERR_ARG, "%u threads is more than 1024", threads);
     if (!st)
         st = choose_cache_types(s, opts, err);
-    if (!st && !(s->pool = bg_pool_new(threads)))
+    if (!st && !(s->pool = bg_pool_acquire(threads)))
         st = bg_fail(err, BRIGADE_ERR_NOMEM, "cannot start %u threads", threads);
     if (!st)
         st = alloc_state(s, err);
@@ -202,7 +202,7 @@ void brigade_session_free(brigade_session *s)
                     s->vrow,   s->xq};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         free(bufs[i]);
-    bg_pool_free(s->pool);
+    bg_pool_release(s->pool);
     free(s);
 }
 
