@@ -4,7 +4,7 @@
 
 CC      ?= cc
 OPT     ?= -O2
-PKGS    := jansson libpcre2-8
+PKGS    := jansson libpcre2-8 libmicrohttpd
 BUILD   := build
 ORACLE  ?= .oracle
 
@@ -67,9 +67,20 @@ $(ORACLE)/stamp: scripts/setup-oracle.sh
 # The chat-template test renders the real Jinja templates with Python's jinja2.
 PYTHON ?= $(shell for p in python3 /usr/bin/python3; do $$p -c 'import jinja2' 2>/dev/null && { echo $$p; break; }; done)
 
-test: all $(UNIT_BIN) $(ORACLE_BIN)
+test: all asan $(UNIT_BIN) $(ORACLE_BIN)
 	BRIGADE=$(BUILD)/brigade ORACLE_SRC_DIR=$(abspath $(ORACLE_SRCDIR)) PYTHON="$(PYTHON)" \
+	    BRIGADE_ASAN=$(BUILD)-asan/brigade \
 	    sh tests/run.sh $(UNIT_BIN) $(ORACLE_BIN) tests/cli_*.sh
+
+# tests/test_serve_api.c compiles the server's API sources into itself.
+$(BUILD)/tests/test_serve_api: app/serve_api.c app/serve_sched.c app/serve_json.c app/serve.h
+
+# The server soak (tests/cli_serve_soak.sh) runs brigade built with
+# AddressSanitizer, in $(BUILD)-asan.
+.PHONY: asan
+asan:
+	$(MAKE) BUILD=$(BUILD)-asan OPT=-O1 CFLAGS="-fsanitize=address -fno-omit-frame-pointer" \
+	    $(BUILD)-asan/brigade
 
 FUZZ_CFLAGS := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined \
                -fno-sanitize-recover=undefined -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 \

@@ -12,6 +12,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_fit(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 
 #endif

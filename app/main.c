@@ -23,13 +23,14 @@ static const command commands[] = {
     {"quantize", cmd_quantize, "rewrite a model in a llama.cpp file type (Q4_K_M, Q8_0, ...)"},
     {"perplexity", cmd_perplexity, "perplexity of a text; KL divergence against a base model"},
     {"tokenize", cmd_tokenize, "print the token ids (and pieces) a model's tokenizer gives"},
+    {"serve", cmd_serve, "an OpenAI-compatible HTTP server with parallel requests"},
 };
 
 static void usage(FILE *out)
 {
     fprintf(out, "usage: brigade <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
-        fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n'brigade <command> --help' describes a command's options.\n");
 }
 

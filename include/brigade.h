@@ -188,9 +188,13 @@ void brigade_model_weights(const brigade_model *model, brigade_weight_breakdown 
 
 /* ---------------------------------------------------------------- sessions */
 
-/* A session evaluates one token sequence against a model: it owns the KV
+/* A session evaluates token sequences against a model: it owns the KV
  * cache of the attention layers, the recurrent state of the DeltaNet layers
- * and the scratch buffers, all allocated when it is created. */
+ * and the scratch buffers, all allocated when it is created. It holds
+ * n_seq_max sequences (one by default), each with its own n_ctx positions
+ * and state; brigade_session_eval works on sequence 0, and
+ * brigade_session_eval_batch evaluates tokens of several sequences in one
+ * forward pass. One thread at a time. */
 typedef struct brigade_session brigade_session;
 
 /* Element types of the KV cache; f16 is the default, as in llama.cpp. */
@@ -206,6 +210,8 @@ typedef struct brigade_session_options {
     uint32_t n_threads; /* 0: every online core */
     uint32_t n_ubatch;  /* tokens evaluated together in prefill (-ub); 0: 512 */
     brigade_cache_type cache_type_k, cache_type_v; /* llama.cpp's -ctk/-ctv */
+    uint32_t n_seq_max; /* sequences held at once; 0: 1. KV cache and recurrent
+                         * state are allocated for each */
 } brigade_session_options;
 
 /* Memory, in bytes, of a model with a session's settings. */
@@ -259,10 +265,11 @@ const char *brigade_cache_type_name(brigade_cache_type type);
 brigade_status brigade_session_new(const brigade_model *model, const brigade_session_options *opts,
                                    brigade_session **out, brigade_error *err);
 void brigade_session_free(brigade_session *session);
-/* Forgets the sequence: next evaluation starts at position 0. */
+/* Forgets every sequence: next evaluation starts at position 0. */
 void brigade_session_reset(brigade_session *session);
+/* Positions of each sequence. */
 uint32_t brigade_session_n_ctx(const brigade_session *session);
-/* Tokens evaluated so far. */
+/* Tokens of sequence 0 evaluated so far. */
 uint32_t brigade_session_n_past(const brigade_session *session);
 
 /* Appends n tokens to the sequence and evaluates them. logits receives
@@ -272,6 +279,55 @@ uint32_t brigade_session_n_past(const brigade_session *session);
  * computation is reported with the layer where it first appeared. */
 brigade_status brigade_session_eval(brigade_session *session, const int32_t *tokens, size_t n,
                                     bool all_logits, float *logits, brigade_error *err);
+
+/* Several sequences. A token's arithmetic does not depend on the other
+ * tokens of its batch, so a sequence evaluated in a batch gives the logits
+ * it gives evaluated alone. */
+uint32_t brigade_session_n_seq(const brigade_session *session);
+/* Tokens sequence seq holds (0 for a sequence outside the session). */
+uint32_t brigade_session_seq_n_past(const brigade_session *session, uint32_t seq);
+/* Forgets one sequence. */
+void brigade_session_seq_clear(brigade_session *session, uint32_t seq);
+
+/* n tokens, token i appended to sequence seq[i] at its next position (the
+ * tokens of one sequence in order, anywhere in the batch). logits NULL or a
+ * token's flag false: no logits for it. */
+typedef struct brigade_batch {
+    const int32_t *tokens;  /* [n] */
+    const uint32_t *seq;    /* [n] each < n_seq_max */
+    const bool *logits;     /* [n] or NULL */
+    size_t n;
+} brigade_batch;
+
+/* Evaluates a batch in micro-batches of n_ubatch tokens; logits receives
+ * one row of n_vocab floats per flagged token, in batch order. Fails
+ * without changing the session when a token is outside the vocabulary, a
+ * sequence outside the session or a sequence's tokens overflow its
+ * context. */
+brigade_status brigade_session_eval_batch(brigade_session *session, const brigade_batch *batch,
+                                          float *logits, brigade_error *err);
+
+/* Keeps the first n tokens of sequence seq. The attention KV cache can be
+ * cut anywhere, the DeltaNet recurrent state cannot: a model with recurrent
+ * layers accepts only n = 0 or n = the tokens held (use a checkpoint to go
+ * back further). */
+brigade_status brigade_session_seq_truncate(brigade_session *session, uint32_t seq, uint32_t n,
+                                            brigade_error *err);
+
+/* Checkpoints: a copy of one sequence's recurrent state (every DeltaNet
+ * layer's convolution and state), 0 bytes for a model without recurrent
+ * layers. Saving one after the sequence's first n tokens and restoring it
+ * later with n rolls the sequence back to those n tokens: the KV cache's
+ * first n positions are still right as long as the sequence was only
+ * extended or cut back to no fewer than n tokens in between. */
+uint64_t brigade_session_checkpoint_bytes(const brigade_session *session);
+brigade_status brigade_session_seq_save(brigade_session *session, uint32_t seq, void *buf,
+                                        uint64_t size, brigade_error *err);
+/* n_past: the tokens the sequence held when buf was saved (no more than it
+ * holds now). */
+brigade_status brigade_session_seq_restore(brigade_session *session, uint32_t seq,
+                                           const void *buf, uint64_t size, uint32_t n_past,
+                                           brigade_error *err);
 
 /* ---------------------------------------------------------------- sampling */
 

@@ -5,11 +5,13 @@ set -eu
 cd "$(dirname "$0")/.."
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
-pkgs="build-essential pkg-config libjansson-dev libpcre2-dev git"
+pkgs="build-essential pkg-config libjansson-dev libpcre2-dev libmicrohttpd-dev git"
 # clang builds the fuzzer and checks the code is warning-free with both compilers.
 pkgs="$pkgs clang libclang-rt-dev"
 # The test oracle comes from npm; keep an existing Node.js installation.
 command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
+# The server tests drive brigade serve with curl.
+pkgs="$pkgs curl"
 # The chat-template tests render the real templates with Python's jinja2.
 python3 -c 'import jinja2' 2>/dev/null || /usr/bin/python3 -c 'import jinja2' 2>/dev/null ||
     pkgs="$pkgs python3-jinja2"

@@ -9,10 +9,10 @@ static uint64_t max3(uint64_t a, uint64_t b, uint64_t c)
     return m > c ? m : c;
 }
 
-void bg_plan_session(const bg_hparams *hp, uint32_t n_ctx, uint32_t n_ubatch, uint32_t type_k,
-                     uint32_t type_v, bg_session_plan *p)
+void bg_plan_session(const bg_hparams *hp, uint32_t n_ctx, uint32_t n_ubatch, uint32_t n_seq,
+                     uint32_t type_k, uint32_t type_v, bg_session_plan *p)
 {
-    *p = (bg_session_plan){0};
+    *p = (bg_session_plan){.n_seq = n_seq};
     const uint64_t kv_dim = (uint64_t)hp->n_head_kv * hp->head_dim;
     const uint64_t S = hp->ssm_state_size;
     const uint64_t key_dim = S * hp->ssm_group_count, value_dim = S * hp->ssm_time_step_rank;
@@ -33,8 +33,9 @@ void bg_plan_session(const bg_hparams *hp, uint32_t n_ctx, uint32_t n_ubatch, ui
         else
             p->n_attention_layers++;
     }
-    p->kv_bytes = p->n_attention_layers * (p->k_layer_bytes + p->v_layer_bytes);
-    p->recurrent_bytes = p->n_recurrent_layers * (p->conv_layer_bytes + p->ssm_layer_bytes);
+    p->checkpoint_bytes = p->n_recurrent_layers * (p->conv_layer_bytes + p->ssm_layer_bytes);
+    p->kv_bytes = (uint64_t)n_seq * p->n_attention_layers * (p->k_layer_bytes + p->v_layer_bytes);
+    p->recurrent_bytes = (uint64_t)n_seq * p->checkpoint_bytes;
 
     p->q_width = max3(2 * qh, conv_dim, 1);
     p->a_width = max3(qh, value_dim, 1);
@@ -55,6 +56,8 @@ void bg_plan_session(const bg_hparams *hp, uint32_t n_ctx, uint32_t n_ubatch, ui
     b[BG_BUF_ACC] = b[BG_BUF_VROW] = (uint64_t)hp->head_dim * F;
     uint64_t max_in = max3(hp->n_embd, max3(qh, value_dim, hp->n_ff_exp), hp->n_ff_shexp);
     b[BG_BUF_XQ] = bg_matmul_scratch(max_in, ub);
+    b[BG_BUF_TOK_SEQ] = b[BG_BUF_TOK_POS] = ub * sizeof(uint32_t);
+    b[BG_BUF_SEQ_PAST] = b[BG_BUF_SEQ_COUNT] = (uint64_t)n_seq * sizeof(uint32_t);
     for (int i = 0; i < BG_BUF_COUNT; i++)
         p->compute_bytes += b[i];
 }

@@ -13,20 +13,23 @@ typedef enum bg_buf {
     BG_BUF_X, BG_BUF_XN, BG_BUF_OUT, BG_BUF_Q, BG_BUF_KV, BG_BUF_ATTN, BG_BUF_GATE,
     BG_BUF_ROUTER, BG_BUF_HEADS, BG_BUF_FF_GATE, BG_BUF_FF_UP, BG_BUF_GX, BG_BUF_GY,
     BG_BUF_SLOT_OUT, BG_BUF_CHOSEN, BG_BUF_CHOSEN_W, BG_BUF_MEMBERS, BG_BUF_ACC, BG_BUF_VROW,
-    BG_BUF_XQ, BG_BUF_COUNT
+    BG_BUF_XQ, BG_BUF_TOK_SEQ, BG_BUF_TOK_POS, BG_BUF_SEQ_PAST, BG_BUF_SEQ_COUNT, BG_BUF_COUNT
 } bg_buf;
 
 typedef struct bg_session_plan {
     uint64_t q_width, a_width, ff_width; /* per-token row widths, in floats */
-    uint64_t k_layer_bytes, v_layer_bytes;      /* per attention layer */
-    uint64_t conv_layer_bytes, ssm_layer_bytes; /* per DeltaNet layer */
+    uint32_t n_seq;                             /* sequences, each with its own state */
+    uint64_t k_layer_bytes, v_layer_bytes;      /* per attention layer and sequence */
+    uint64_t conv_layer_bytes, ssm_layer_bytes; /* per DeltaNet layer and sequence */
     uint32_t n_attention_layers, n_recurrent_layers;
     uint64_t buf_bytes[BG_BUF_COUNT];
-    uint64_t kv_bytes, recurrent_bytes, compute_bytes;
+    uint64_t kv_bytes, recurrent_bytes, compute_bytes; /* all sequences together */
+    uint64_t checkpoint_bytes; /* one sequence's recurrent state */
 } bg_session_plan;
 
-/* type_k/type_v: GGUF type ids of the cache. */
-void bg_plan_session(const bg_hparams *hp, uint32_t n_ctx, uint32_t n_ubatch, uint32_t type_k,
-                     uint32_t type_v, bg_session_plan *plan);
+/* type_k/type_v: GGUF type ids of the cache. n_seq sequences of n_ctx
+ * positions each. */
+void bg_plan_session(const bg_hparams *hp, uint32_t n_ctx, uint32_t n_ubatch, uint32_t n_seq,
+                     uint32_t type_k, uint32_t type_v, bg_session_plan *plan);
 
 #endif

@@ -32,18 +32,18 @@ static brigade_status alloc_state(brigade_session *s, brigade_error *err)
     const bg_hparams *hp = s->hp;
     allocs a = {0};
     bg_session_plan *p = &s->plan;
-    bg_plan_session(hp, s->n_ctx, s->n_ubatch, s->type_k, s->type_v, p);
+    bg_plan_session(hp, s->n_ctx, s->n_ubatch, s->n_seq, s->type_k, s->type_v, p);
     s->layers = calloc(hp->n_layers, sizeof *s->layers);
     if (!s->layers)
         return bg_fail(err, BRIGADE_ERR_NOMEM, "out of memory for %u layers", hp->n_layers);
     for (uint32_t il = 0; il < hp->n_layers; il++) {
         bg_layer_state *st = &s->layers[il];
         if (bg_hparams_is_recurrent(hp, il)) {
-            st->conv = alloc_bytes(&a, p->conv_layer_bytes);
-            st->ssm = alloc_bytes(&a, p->ssm_layer_bytes);
+            st->conv = alloc_bytes(&a, s->n_seq * p->conv_layer_bytes);
+            st->ssm = alloc_bytes(&a, s->n_seq * p->ssm_layer_bytes);
         } else {
-            st->k_cache = alloc_bytes(&a, p->k_layer_bytes);
-            st->v_cache = alloc_bytes(&a, p->v_layer_bytes);
+            st->k_cache = alloc_bytes(&a, s->n_seq * p->k_layer_bytes);
+            st->v_cache = alloc_bytes(&a, s->n_seq * p->v_layer_bytes);
         }
     }
     s->q_width = (size_t)p->q_width;
@@ -60,19 +60,22 @@ static brigade_status alloc_state(brigade_session *s, brigade_error *err)
         [BG_BUF_CHOSEN] = (void **)&s->chosen, [BG_BUF_CHOSEN_W] = (void **)&s->chosen_w,
         [BG_BUF_MEMBERS] = (void **)&s->members, [BG_BUF_ACC] = (void **)&s->acc,
         [BG_BUF_VROW] = (void **)&s->vrow,    [BG_BUF_XQ] = (void **)&s->xq,
+        [BG_BUF_TOK_SEQ] = (void **)&s->tok_seq, [BG_BUF_TOK_POS] = (void **)&s->tok_pos,
+        [BG_BUF_SEQ_PAST] = (void **)&s->seq_past, [BG_BUF_SEQ_COUNT] = (void **)&s->seq_count,
     };
     for (int i = 0; i < BG_BUF_COUNT; i++)
         *bufs[i] = alloc_bytes(&a, p->buf_bytes[i]);
     s->allocated_bytes = a.bytes;
     if (a.failed)
         return bg_fail(err, BRIGADE_ERR_NOMEM,
-                       "out of memory for the session state (%llu bytes for a context of %u and "
-                       "micro-batches of %u)",
-                       (unsigned long long)a.bytes, s->n_ctx, s->n_ubatch);
+                       "out of memory for the session state (%llu bytes for %u sequences of %u "
+                       "positions and micro-batches of %u)",
+                       (unsigned long long)a.bytes, s->n_seq, s->n_ctx, s->n_ubatch);
     return BRIGADE_OK;
 }
 
-/* Context (default min(training context, 4096)) and micro-batch size. */
+/* Context per sequence (default min(training context, 4096)), sequences
+ * and micro-batch size. */
 static brigade_status choose_sizes(brigade_session *s, const brigade_session_options *opts,
                                    brigade_error *err)
 {
@@ -86,6 +89,9 @@ static brigade_status choose_sizes(brigade_session *s, const brigade_session_opt
     if (opts && opts->n_ubatch > (1u << 16))
         return bg_fail(err, BRIGADE_ERR_ARG, "micro-batch size %u is more than 65536",
                        opts->n_ubatch);
+    s->n_seq = opts && opts->n_seq_max ? opts->n_seq_max : 1;
+    if (s->n_seq > 4096)
+        return bg_fail(err, BRIGADE_ERR_ARG, "%u sequences is more than 4096", s->n_seq);
     return BRIGADE_OK;
 }
 
@@ -199,23 +205,31 @@ void brigade_session_free(brigade_session *s)
     void *bufs[] = {s->x,      s->xn,      s->out,    s->q,      s->kv,     s->attn,
                     s->gate,   s->router,  s->heads,  s->ff_gate, s->ff_up,  s->gx,
                     s->gy,     s->slot_out, s->chosen, s->chosen_w, s->members, s->acc,
-                    s->vrow,   s->xq};
+                    s->vrow,   s->xq,     s->tok_seq, s->tok_pos, s->seq_past, s->seq_count};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         free(bufs[i]);
     bg_pool_release(s->pool);
     free(s);
 }
 
-void brigade_session_reset(brigade_session *s)
+void brigade_session_seq_clear(brigade_session *s, uint32_t seq)
 {
+    if (seq >= s->n_seq)
+        return;
     for (uint32_t il = 0; il < s->hp->n_layers; il++) {
         bg_layer_state *st = &s->layers[il];
         if (st->conv) {
-            memset(st->conv, 0, s->plan.conv_layer_bytes);
-            memset(st->ssm, 0, s->plan.ssm_layer_bytes);
+            memset(bg_seq_conv(s, st, seq), 0, s->plan.conv_layer_bytes);
+            memset(bg_seq_ssm(s, st, seq), 0, s->plan.ssm_layer_bytes);
         }
     }
-    s->n_past = 0; /* the KV cache is overwritten position by position */
+    s->seq_past[seq] = 0; /* the KV cache is overwritten position by position */
+}
+
+void brigade_session_reset(brigade_session *s)
+{
+    for (uint32_t q = 0; q < s->n_seq; q++)
+        brigade_session_seq_clear(s, q);
 }
 
 static void fill_memory(const brigade_model *m, uint32_t n_ctx, const bg_session_plan *p,
@@ -243,7 +257,8 @@ static brigade_status plan_without_session(const brigade_model *model,
     if (st)
         return st;
     *n_ctx = probe.n_ctx;
-    bg_plan_session(&model->hp, probe.n_ctx, probe.n_ubatch, probe.type_k, probe.type_v, plan);
+    bg_plan_session(&model->hp, probe.n_ctx, probe.n_ubatch, probe.n_seq, probe.type_k, probe.type_v,
+                    plan);
     return BRIGADE_OK;
 }
 
@@ -284,9 +299,9 @@ brigade_status brigade_memory_place(const brigade_model *model, const brigade_se
             else
                 layers[il].other += tensor_bytes(L->t[r]);
         }
-        layers[il].cache = bg_hparams_is_recurrent(hp, il)
-                               ? plan.conv_layer_bytes + plan.ssm_layer_bytes
-                               : plan.k_layer_bytes + plan.v_layer_bytes;
+        layers[il].cache = plan.n_seq * (bg_hparams_is_recurrent(hp, il)
+                                             ? plan.conv_layer_bytes + plan.ssm_layer_bytes
+                                             : plan.k_layer_bytes + plan.v_layer_bytes);
     }
     bg_place_input in = {
         .layers = layers,
@@ -313,7 +328,12 @@ void brigade_session_memory(const brigade_session *s, brigade_memory *out)
 }
 
 uint32_t brigade_session_n_ctx(const brigade_session *s) { return s->n_ctx; }
-uint32_t brigade_session_n_past(const brigade_session *s) { return s->n_past; }
+uint32_t brigade_session_n_past(const brigade_session *s) { return s->seq_past[0]; }
+uint32_t brigade_session_n_seq(const brigade_session *s) { return s->n_seq; }
+uint32_t brigade_session_seq_n_past(const brigade_session *s, uint32_t seq)
+{
+    return seq < s->n_seq ? s->seq_past[seq] : 0;
+}
 
 static bool all_finite(const float *x, uint64_t n)
 {
@@ -323,16 +343,29 @@ static bool all_finite(const float *x, uint64_t n)
     return true;
 }
 
-/* Evaluates n (<= n_ubatch) tokens from position n_past. logits: NULL,
- * one row for the last token, or one per token. */
-static brigade_status eval_ubatch(brigade_session *s, const int32_t *tokens, uint32_t n,
-                                  bool all_logits, float *logits, brigade_error *err)
+/* Which tokens of a micro-batch get a row of logits. */
+typedef enum out_rows { OUT_NONE, OUT_LAST, OUT_ALL, OUT_FLAGGED } out_rows;
+
+/* Evaluates n (<= n_ubatch) tokens, token i at the next position of
+ * sequence seq[i] (seq NULL: all in sequence 0). logits receives one row
+ * per token asked for, in order; *n_rows counts them. A sequence's
+ * position advances only when the whole micro-batch succeeds. */
+static brigade_status eval_ubatch(brigade_session *s, const int32_t *tokens, const uint32_t *seq,
+                                  uint32_t n, out_rows which, const bool *flagged, float *logits,
+                                  size_t *n_rows, brigade_error *err)
 {
     const bg_hparams *hp = s->hp;
     const brigade_model *m = s->model;
     const size_t n_embd = hp->n_embd;
+    *n_rows = 0;
+    for (uint32_t i = 0; i < n; i++)
+        s->seq_count[seq ? seq[i] : 0] = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t q = seq ? seq[i] : 0;
+        s->tok_seq[i] = q;
+        s->tok_pos[i] = s->seq_past[q] + s->seq_count[q]++;
+    }
     s->n_tok = n;
-    s->pos0 = s->n_past;
     bg_matrix embd = bg_matrix_of(m->global.t[BG_ROLE_TOKEN_EMBD], 0);
     for (uint32_t i = 0; i < n; i++)
         bg_matrix_row(&embd, (uint64_t)tokens[i], s->x + i * n_embd);
@@ -345,46 +378,189 @@ static brigade_status eval_ubatch(brigade_session *s, const int32_t *tokens, uin
             return bg_fail(err, BRIGADE_ERR_FORMAT,
                            "NaN or Inf in the hidden state after layer %u, positions %u..%u: "
                            "the weights are damaged or out of range",
-                           il, s->pos0, s->pos0 + n - 1);
+                           il, s->tok_pos[0], s->tok_pos[n - 1]);
     }
-    s->n_past += n;
-    if (!logits)
+    for (uint32_t i = 0; i < n; i++)
+        s->seq_past[s->tok_seq[i]] = s->tok_pos[i] + 1;
+    if (!logits || which == OUT_NONE)
         return BRIGADE_OK;
     /* the output head only for the rows asked for */
-    uint32_t first = all_logits ? 0 : n - 1;
-    s->n_tok = n - first;
     const float *norm = m->global.t[BG_ROLE_OUTPUT_NORM]->data;
-    for (uint32_t i = first; i < n; i++)
-        bg_rmsnorm(s->xn + (i - first) * n_embd, s->x + i * n_embd, norm, n_embd, hp->rms_eps);
+    uint32_t rows = 0, first = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        bool want = which == OUT_ALL || (which == OUT_LAST && i == n - 1) ||
+                    (which == OUT_FLAGGED && flagged[i]);
+        if (!want)
+            continue;
+        if (!rows)
+            first = i;
+        bg_rmsnorm(s->xn + rows++ * n_embd, s->x + i * n_embd, norm, n_embd, hp->rms_eps);
+    }
+    *n_rows = rows;
+    if (!rows)
+        return BRIGADE_OK;
+    s->n_tok = rows;
     bg_project(s, m->global.t[BG_ROLE_OUTPUT], s->xn, n_embd, logits, hp->n_vocab);
-    if (!all_finite(logits, (uint64_t)s->n_tok * hp->n_vocab))
+    if (!all_finite(logits, (uint64_t)rows * hp->n_vocab))
         return bg_fail(err, BRIGADE_ERR_FORMAT, "NaN or Inf in the logits at positions %u..%u",
-                       s->pos0 + first, s->pos0 + n - 1);
+                       s->tok_pos[first], s->tok_pos[n - 1]);
+    return BRIGADE_OK;
+}
+
+static brigade_status check_token(const brigade_session *s, size_t i, int32_t token,
+                                  brigade_error *err)
+{
+    if (token < 0 || (uint32_t)token >= s->hp->n_vocab)
+        return bg_fail(err, BRIGADE_ERR_ARG, "token %zu is %d, outside the vocabulary of %u", i,
+                       token, s->hp->n_vocab);
     return BRIGADE_OK;
 }
 
 brigade_status brigade_session_eval(brigade_session *s, const int32_t *tokens, size_t n,
                                     bool all_logits, float *logits, brigade_error *err)
 {
-    if (n > s->n_ctx - s->n_past)
+    const uint32_t n_past = s->seq_past[0];
+    if (n > s->n_ctx - n_past)
         return bg_fail(err, BRIGADE_ERR_ARG,
                        "%zu tokens do not fit: %u of the context's %u positions are used", n,
-                       s->n_past, s->n_ctx);
+                       n_past, s->n_ctx);
     for (size_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || (uint32_t)tokens[i] >= s->hp->n_vocab)
-            return bg_fail(err, BRIGADE_ERR_ARG, "token %zu is %d, outside the vocabulary of %u",
-                           i, tokens[i], s->hp->n_vocab);
+        if (check_token(s, i, tokens[i], err))
+            return err ? err->status : BRIGADE_ERR_ARG;
     for (size_t done = 0; done < n;) {
         uint32_t k = n - done < s->n_ubatch ? (uint32_t)(n - done) : s->n_ubatch;
         float *dst = NULL;
+        out_rows which = OUT_NONE;
         if (logits && all_logits)
-            dst = logits + done * (size_t)s->hp->n_vocab;
+            dst = logits + done * (size_t)s->hp->n_vocab, which = OUT_ALL;
         else if (logits && done + k == n)
-            dst = logits;
-        brigade_status st = eval_ubatch(s, tokens + done, k, all_logits, dst, err);
+            dst = logits, which = OUT_LAST;
+        size_t rows;
+        brigade_status st = eval_ubatch(s, tokens + done, NULL, k, which, NULL, dst, &rows, err);
         if (st)
             return st;
         done += k;
     }
+    return BRIGADE_OK;
+}
+
+brigade_status brigade_session_eval_batch(brigade_session *s, const brigade_batch *b,
+                                          float *logits, brigade_error *err)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        if (b->seq[i] >= s->n_seq)
+            return bg_fail(err, BRIGADE_ERR_ARG, "token %zu is for sequence %u, the session has %u",
+                           i, b->seq[i], s->n_seq);
+        if (check_token(s, i, b->tokens[i], err))
+            return BRIGADE_ERR_ARG;
+        s->seq_count[b->seq[i]] = 0;
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        uint32_t q = b->seq[i];
+        if (s->seq_count[q]++ == s->n_ctx - s->seq_past[q])
+            return bg_fail(err, BRIGADE_ERR_ARG,
+                           "the batch's tokens for sequence %u do not fit: %u of its %u positions "
+                           "are used",
+                           q, s->seq_past[q], s->n_ctx);
+    }
+    const bool want = logits && b->logits;
+    for (size_t done = 0; done < b->n;) {
+        uint32_t k = b->n - done < s->n_ubatch ? (uint32_t)(b->n - done) : s->n_ubatch;
+        size_t rows;
+        brigade_status st =
+            eval_ubatch(s, b->tokens + done, b->seq + done, k, want ? OUT_FLAGGED : OUT_NONE,
+                        want ? b->logits + done : NULL, logits, &rows, err);
+        if (st)
+            return st;
+        if (want)
+            logits += rows * (size_t)s->hp->n_vocab;
+        done += k;
+    }
+    return BRIGADE_OK;
+}
+
+static brigade_status check_seq(const brigade_session *s, uint32_t seq, brigade_error *err)
+{
+    if (seq >= s->n_seq)
+        return bg_fail(err, BRIGADE_ERR_ARG, "sequence %u: the session has %u", seq, s->n_seq);
+    return BRIGADE_OK;
+}
+
+brigade_status brigade_session_seq_truncate(brigade_session *s, uint32_t seq, uint32_t n,
+                                            brigade_error *err)
+{
+    if (check_seq(s, seq, err))
+        return BRIGADE_ERR_ARG;
+    if (n > s->seq_past[seq])
+        return bg_fail(err, BRIGADE_ERR_ARG, "sequence %u holds %u tokens, not %u", seq,
+                       s->seq_past[seq], n);
+    if (n == 0) {
+        brigade_session_seq_clear(s, seq);
+        return BRIGADE_OK;
+    }
+    if (n < s->seq_past[seq] && s->plan.checkpoint_bytes)
+        return bg_fail(err, BRIGADE_ERR_ARG,
+                       "sequence %u cannot be cut back to %u tokens: the recurrent state can only "
+                       "go back to a checkpoint",
+                       seq, n);
+    s->seq_past[seq] = n; /* later positions are overwritten as they come */
+    return BRIGADE_OK;
+}
+
+uint64_t brigade_session_checkpoint_bytes(const brigade_session *s)
+{
+    return s->plan.checkpoint_bytes;
+}
+
+/* Copies one sequence's recurrent state to (save) or from (restore) buf. */
+static void copy_recurrent(brigade_session *s, uint32_t seq, uint8_t *buf, bool save)
+{
+    for (uint32_t il = 0; il < s->hp->n_layers; il++) {
+        bg_layer_state *st = &s->layers[il];
+        if (!st->conv)
+            continue;
+        void *parts[2] = {bg_seq_conv(s, st, seq), bg_seq_ssm(s, st, seq)};
+        uint64_t sizes[2] = {s->plan.conv_layer_bytes, s->plan.ssm_layer_bytes};
+        for (int k = 0; k < 2; k++) {
+            if (save)
+                memcpy(buf, parts[k], sizes[k]);
+            else
+                memcpy(parts[k], buf, sizes[k]);
+            buf += sizes[k];
+        }
+    }
+}
+
+static brigade_status check_checkpoint(const brigade_session *s, uint32_t seq, uint64_t size,
+                                       brigade_error *err)
+{
+    if (check_seq(s, seq, err))
+        return BRIGADE_ERR_ARG;
+    if (size != s->plan.checkpoint_bytes)
+        return bg_fail(err, BRIGADE_ERR_ARG, "a checkpoint has %llu bytes, not %llu",
+                       (unsigned long long)s->plan.checkpoint_bytes, (unsigned long long)size);
+    return BRIGADE_OK;
+}
+
+brigade_status brigade_session_seq_save(brigade_session *s, uint32_t seq, void *buf,
+                                        uint64_t size, brigade_error *err)
+{
+    if (check_checkpoint(s, seq, size, err))
+        return BRIGADE_ERR_ARG;
+    copy_recurrent(s, seq, buf, true);
+    return BRIGADE_OK;
+}
+
+brigade_status brigade_session_seq_restore(brigade_session *s, uint32_t seq, const void *buf,
+                                           uint64_t size, uint32_t n_past, brigade_error *err)
+{
+    if (check_checkpoint(s, seq, size, err))
+        return BRIGADE_ERR_ARG;
+    if (n_past > s->seq_past[seq])
+        return bg_fail(err, BRIGADE_ERR_ARG,
+                       "sequence %u holds %u tokens: a checkpoint at %u cannot be restored", seq,
+                       s->seq_past[seq], n_past);
+    copy_recurrent(s, seq, (uint8_t *)(uintptr_t)buf, false);
+    s->seq_past[seq] = n_past;
     return BRIGADE_OK;
 }

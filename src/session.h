@@ -8,16 +8,21 @@
 #include "model.h"
 #include "pool.h"
 
+/* Each sequence has its own part of every buffer: sequence q's rows start
+ * at q * n_ctx in the caches, its state at q times one sequence's size. */
 typedef struct bg_layer_state {
-    uint8_t *k_cache, *v_cache; /* attention: [n_ctx] rows of n_head_kv * head_dim in the cache types */
-    float *conv;              /* DeltaNet: [conv_dim][conv_kernel - 1], oldest first */
-    float *ssm;               /* DeltaNet: [n_v_heads][state][state], row i = value dim */
+    uint8_t *k_cache, *v_cache; /* attention: [n_seq][n_ctx] rows of n_head_kv * head_dim in the cache types */
+    float *conv;              /* DeltaNet: [n_seq][conv_dim][conv_kernel - 1], oldest first */
+    float *ssm;               /* DeltaNet: [n_seq][n_v_heads][state][state], row i = value dim */
 } bg_layer_state;
 
 struct brigade_session {
     const brigade_model *model;
     const bg_hparams *hp;
-    uint32_t n_ctx, n_past;
+    uint32_t n_ctx;                 /* positions per sequence */
+    uint32_t n_seq;
+    uint32_t *seq_past;             /* [n_seq] tokens each sequence holds */
+    uint32_t *seq_count;            /* [n_seq] scratch: tokens per sequence in a batch */
     uint32_t type_k, type_v;        /* cache types */
     uint64_t k_row_bytes, v_row_bytes; /* one position of one layer */
     uint32_t k_rotation, v_rotation;   /* Hadamard size for quantized caches, 0: none */
@@ -29,7 +34,7 @@ struct brigade_session {
      * creation; per-token rows are [n_ubatch][width]. */
     uint32_t n_ubatch;
     uint32_t n_tok; /* tokens in the micro-batch being evaluated */
-    uint32_t pos0;  /* position of its first token */
+    uint32_t *tok_seq, *tok_pos; /* [ub] each token's sequence and position */
     size_t q_width, a_width, ff_width;
     float *x;       /* [ub][n_embd] residual stream */
     float *xn;      /* [ub][n_embd] normed input of a block */
@@ -51,8 +56,26 @@ struct brigade_session {
     void *xq;       /* converted activations for bg_matmul, and one query */
 };
 
-/* One layer over the micro-batch (s->n_tok tokens from position s->pos0):
- * s->x is updated in place. */
+/* One sequence's state in a layer. */
+static inline uint8_t *bg_seq_k(const brigade_session *s, const bg_layer_state *st, uint32_t seq)
+{
+    return st->k_cache + (uint64_t)seq * s->plan.k_layer_bytes;
+}
+static inline uint8_t *bg_seq_v(const brigade_session *s, const bg_layer_state *st, uint32_t seq)
+{
+    return st->v_cache + (uint64_t)seq * s->plan.v_layer_bytes;
+}
+static inline float *bg_seq_conv(const brigade_session *s, const bg_layer_state *st, uint32_t seq)
+{
+    return st->conv + (uint64_t)seq * (s->plan.conv_layer_bytes / sizeof(float));
+}
+static inline float *bg_seq_ssm(const brigade_session *s, const bg_layer_state *st, uint32_t seq)
+{
+    return st->ssm + (uint64_t)seq * (s->plan.ssm_layer_bytes / sizeof(float));
+}
+
+/* One layer over the micro-batch (s->n_tok tokens, token i of sequence
+ * s->tok_seq[i] at position s->tok_pos[i]): s->x is updated in place. */
 void bg_qwen3moe_layer(brigade_session *s, uint32_t il);
 void bg_qwen35moe_layer(brigade_session *s, uint32_t il);
 

@@ -33,12 +33,12 @@ void bg_norm_tokens(brigade_session *s, const brigade_tensor_info *weight)
         bg_rmsnorm(s->xn + i * n, s->x + i * n, weight->data, n, s->hp->rms_eps);
 }
 
-/* One head's attention over positions 0..pos of the cache, with the
+/* One head's attention over positions 0..pos of a sequence's cache, with the
  * arithmetic of llama.cpp's CPU flash attention: the query converted to
  * the K type's dot format, scores s = (q . k) * scale, an online softmax,
  * and V accumulated in f32, or in f16 for an f16 V cache. */
-static void attend_head(brigade_session *s, const bg_layer_state *st, const float *q,
-                        int64_t kvh, uint32_t pos, float scale, float *out)
+static void attend_head(brigade_session *s, const uint8_t *k_cache, const uint8_t *v_cache,
+                        const float *q, int64_t kvh, uint32_t pos, float scale, float *out)
 {
     const int64_t D = s->hp->head_dim;
     const bg_quant_ops *kops = bg_quant_ops_get((bg_type)s->type_k);
@@ -56,8 +56,8 @@ static void attend_head(brigade_session *s, const bg_layer_state *st, const floa
     memset(s->acc, 0, (size_t)D * sizeof(float));
     float S = 0.0f, M = -INFINITY;
     for (uint32_t t = 0; t <= pos; t++) {
-        const uint8_t *kt = st->k_cache + t * s->k_row_bytes + kvh * k_head_bytes;
-        const uint8_t *vt = st->v_cache + t * s->v_row_bytes + kvh * v_head_bytes;
+        const uint8_t *kt = k_cache + t * s->k_row_bytes + kvh * k_head_bytes;
+        const uint8_t *vt = v_cache + t * s->v_row_bytes + kvh * v_head_bytes;
         const float sc = kdot(D, kt, s->xq) * scale;
         const float m_old = M;
         float ms = 1.0f, vs = 1.0f;
@@ -99,7 +99,7 @@ static void prepare_token(brigade_session *s, const bg_layer *L, const bg_layer_
 {
     const bg_hparams *hp = s->hp;
     const int64_t D = hp->head_dim, H = hp->n_head, kv_dim = (int64_t)hp->n_head_kv * D;
-    const uint32_t pos = s->pos0 + i;
+    const uint32_t pos = s->tok_pos[i], seq = s->tok_seq[i];
     float *q = s->q + i * s->q_width, *gate = s->gate + i * s->a_width;
     float *k = s->kv + (size_t)i * 2 * kv_dim, *v = k + kv_dim;
     if (gated_q) {
@@ -120,12 +120,12 @@ static void prepare_token(brigade_session *s, const bg_layer *L, const bg_layer_
     if (s->v_rotation)
         bg_hadamard(v, kv_dim, s->v_rotation);
     /* converted as llama.cpp's copy into its cache converts */
-    bg_quant_ops_get((bg_type)s->type_k)->quantize_activations(k, st->k_cache + pos * s->k_row_bytes, kv_dim);
-    bg_quant_ops_get((bg_type)s->type_v)->quantize_activations(v, st->v_cache + pos * s->v_row_bytes, kv_dim);
+    bg_quant_ops_get((bg_type)s->type_k)->quantize_activations(k, bg_seq_k(s, st, seq) + pos * s->k_row_bytes, kv_dim);
+    bg_quant_ops_get((bg_type)s->type_v)->quantize_activations(v, bg_seq_v(s, st, seq) + pos * s->v_row_bytes, kv_dim);
 }
 
 /* Causal attention for the micro-batch: every token's K and V are cached
- * first, then each token attends to the positions up to its own.
+ * first, then each token attends to its sequence's positions up to its own.
  * qwen35moe's output is gated by sigmoid(gate); qwen3moe's is plain. */
 void bg_block_attention(brigade_session *s, uint32_t il, bool gated_q)
 {
@@ -146,8 +146,9 @@ void bg_block_attention(brigade_session *s, uint32_t il, bool gated_q)
     for (uint32_t i = 0; i < s->n_tok; i++) {
         const float *q = s->q + i * s->q_width;
         float *attn = s->attn + i * s->a_width;
+        const uint8_t *kc = bg_seq_k(s, st, s->tok_seq[i]), *vc = bg_seq_v(s, st, s->tok_seq[i]);
         for (int64_t h = 0; h < H; h++)
-            attend_head(s, st, q + h * D, h / group, s->pos0 + i, scale, attn + h * D);
+            attend_head(s, kc, vc, q + h * D, h / group, s->tok_pos[i], scale, attn + h * D);
         if (s->v_rotation)
             bg_hadamard(attn, H * D, s->v_rotation);
         if (gated_q) {

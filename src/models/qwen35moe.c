@@ -15,7 +15,8 @@
  *   M     = M * exp(g);  M += beta (v - M k) k^T;  o = M q / sqrt(d)
  *   out   = W_out (rmsnorm(o) * silu(z)), z = W_gate x */
 /* The recurrent part for token i of the micro-batch: convolution, the
- * delta-rule update of the state, and the gated norm, into s->attn. */
+ * delta-rule update of its sequence's state, and the gated norm, into
+ * s->attn. */
 static void deltanet_token(brigade_session *s, const bg_layer *L, const bg_layer_state *st,
                            uint32_t i)
 {
@@ -26,12 +27,13 @@ static void deltanet_token(brigade_session *s, const bg_layer *L, const bg_layer
     float *qkv = s->q + i * s->q_width;   /* [conv_dim] */
     const float *z = s->gate + i * s->a_width; /* [value_dim] */
     const float *beta = s->heads + (size_t)i * 2 * Hv, *decay = beta + Hv;
+    float *conv = bg_seq_conv(s, st, s->tok_seq[i]), *ssm = bg_seq_ssm(s, st, s->tok_seq[i]);
 
     /* causal depthwise convolution over [state | this token], then silu;
      * the state keeps the last K-1 inputs */
     const float *w = L->t[BG_ROLE_SSM_CONV1D]->data; /* [conv_dim][K] */
     for (int64_t c = 0; c < conv_dim; c++) {
-        float *hist = st->conv + c * (K - 1);
+        float *hist = conv + c * (K - 1);
         const float *wc = w + c * K;
         float acc = 0;
         for (int64_t j = 0; j < K - 1; j++)
@@ -52,7 +54,7 @@ static void deltanet_token(brigade_session *s, const bg_layer *L, const bg_layer
     const float scale = 1.0f / sqrtf((float)S);
     float *o = s->attn + i * s->a_width; /* [Hv][S] */
     for (int64_t h = 0; h < Hv; h++) {
-        float *M = st->ssm + h * S * S;
+        float *M = ssm + h * S * S;
         /* value heads share key heads by tiling, as llama.cpp repeats them */
         const float *qh = q + (h % Hk) * S, *kh = k + (h % Hk) * S, *vh = v + h * S;
         const float g = expf(decay[h]);
