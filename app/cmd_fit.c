@@ -21,6 +21,7 @@ typedef struct fit_args {
     int n_gpus;
     bool gpu_given;
     uint32_t overhead_mib;
+    uint32_t n_seq; /* -np: the context is split among them, as llama.cpp does */
 } fit_args;
 
 static const char *place_name(brigade_placement_kind k)
@@ -45,6 +46,8 @@ static void fit_usage(FILE *out)
             "  --gpu-overhead MIB    the GPU runtime's own memory (default 512, uncalibrated)\n"
             "  -ctk, -ctv TYPE       KV cache types: f16 (default), f32, q8_0, q4_0\n"
             "  -ub N                 prompt micro-batch (default 512)\n"
+            "  -np N                 parallel sequences sharing the context (default 1):\n"
+            "                        KV cache as for the whole context, a recurrent state each\n"
             "  --json                machine-readable output (fields: see README)\n");
 }
 
@@ -100,6 +103,8 @@ static int parse_args(int argc, char **argv, fit_args *a)
             ok = cli_parse_cache_type(f, v, &a->so.cache_type_v);
         } else if (!strcmp(f, "-ub") || !strcmp(f, "--ubatch-size")) {
             ok = cli_parse_u32(f, v, &a->so.n_ubatch);
+        } else if (!strcmp(f, "-np") || !strcmp(f, "--parallel")) {
+            ok = cli_parse_u32(f, v, &a->n_seq) && a->n_seq >= 1 && a->n_seq <= 256;
         } else {
             fprintf(stderr, "fit: unknown option: %s\n", f);
             fit_usage(stderr);
@@ -191,9 +196,12 @@ static void print_breakdown(const char *name, const brigade_model *m, const brig
     brigade_weight_breakdown w;
     brigade_model_weights(m, &w);
     char what[160];
-    printf("%s, %s, context %u, K cache %s, V cache %s, micro-batch %u\n\n", name,
-           brigade_model_arch(m), p->n_ctx, brigade_cache_type_name(a->so.cache_type_k),
-           brigade_cache_type_name(a->so.cache_type_v), a->so.n_ubatch ? a->so.n_ubatch : 512);
+    printf("%s, %s, context %u", name, brigade_model_arch(m), a->contexts[0]);
+    if (a->n_seq > 1)
+        printf(" (%u sequences of %u)", a->n_seq, p->n_ctx);
+    printf(", K cache %s, V cache %s, micro-batch %u\n\n",
+           brigade_cache_type_name(a->so.cache_type_k), brigade_cache_type_name(a->so.cache_type_v),
+           a->so.n_ubatch ? a->so.n_ubatch : 512);
     printf("| part | size | |\n|---|---:|---:|\n");
     snprintf(what, sizeof what, "weights: attention (%u layers)", w.n_attention_layers);
     row(what, w.attention);
@@ -210,10 +218,11 @@ static void print_breakdown(const char *name, const brigade_model *m, const brig
     row("weights: output", w.output);
     row("**weights**", p->weights_bytes);
     snprintf(what, sizeof what, "KV cache (%u attention layers x %u cells)", w.n_attention_layers,
-             p->n_ctx);
+             p->n_ctx * a->n_seq);
     row(what, p->kv_bytes);
     if (w.n_deltanet_layers) {
-        snprintf(what, sizeof what, "recurrent state (%u DeltaNet layers)", w.n_deltanet_layers);
+        snprintf(what, sizeof what, "recurrent state (%u DeltaNet layers x %u sequences)",
+                 w.n_deltanet_layers, a->n_seq);
         row(what, p->recurrent_bytes);
     }
     row("compute scratch (micro-batch)", p->compute_bytes);
@@ -261,13 +270,20 @@ static void json_placement(const brigade_placement *pl)
            (unsigned long long)pl->gpu_bytes, (unsigned long long)pl->host_bytes);
 }
 
+/* -c is the context of all sequences together; each gets its share. */
+static void set_context(fit_args *a, uint32_t n_ctx)
+{
+    a->so.n_seq_max = a->n_seq;
+    a->so.n_ctx = n_ctx / a->n_seq ? n_ctx / a->n_seq : 1;
+}
+
 static int report(const char *name, const brigade_model *m, fit_args *a)
 {
     brigade_error err = {0};
     uint64_t overhead = (uint64_t)a->overhead_mib << 20;
     /* the chosen settings: the first context on the first GPU (24 GiB if none given) */
     uint32_t gpu = a->gpu_given ? a->gpus[0] : 24;
-    a->so.n_ctx = a->contexts[0];
+    set_context(a, a->contexts[0]);
     brigade_memory p;
     brigade_placement pl;
     if (brigade_memory_plan(m, &a->so, &p, &err) ||
@@ -278,13 +294,15 @@ static int report(const char *name, const brigade_model *m, fit_args *a)
     if (a->json) {
         brigade_weight_breakdown w;
         brigade_model_weights(m, &w);
-        printf("{\"model\": \"%s\", \"arch\": \"%s\", \"n_ctx\": %u, \"cache_type_k\": \"%s\", "
+        printf("{\"model\": \"%s\", \"arch\": \"%s\", \"n_ctx\": %u, \"n_seq\": %u, "
+               "\"cache_type_k\": \"%s\", "
                "\"cache_type_v\": \"%s\", \"gpu_gib\": %u, \"weights_bytes\": %llu, "
                "\"weights\": {\"attention\": %llu, \"deltanet\": %llu, \"routed_experts\": %llu, "
                "\"shared_experts\": %llu, \"router\": %llu, \"norms\": %llu, \"token_embd\": %llu, "
                "\"output\": %llu}, \"kv_bytes\": %llu, \"recurrent_bytes\": %llu, "
                "\"compute_bytes\": %llu, \"overhead_bytes\": %llu, ",
-               name, brigade_model_arch(m), p.n_ctx, brigade_cache_type_name(a->so.cache_type_k),
+               name, brigade_model_arch(m), a->contexts[0], a->n_seq,
+               brigade_cache_type_name(a->so.cache_type_k),
                brigade_cache_type_name(a->so.cache_type_v), gpu,
                (unsigned long long)p.weights_bytes, (unsigned long long)w.attention,
                (unsigned long long)w.deltanet, (unsigned long long)w.routed_experts,
@@ -300,12 +318,12 @@ static int report(const char *name, const brigade_model *m, fit_args *a)
         printf("\nTotals by context (CPU only)\n\n| context | KV cache | recurrent | compute | "
                "total |\n|---:|---:|---:|---:|---:|\n");
         for (int c = 0; c < a->n_ctx; c++) {
-            a->so.n_ctx = a->contexts[c];
+            set_context(a, a->contexts[c]);
             if (brigade_memory_plan(m, &a->so, &p, &err)) {
                 fprintf(stderr, "fit: %s\n", err.message);
                 return 1;
             }
-            printf("| %u | %.3f GiB | %.3f GiB | %.3f GiB | %.2f GiB |\n", p.n_ctx, gib(p.kv_bytes),
+            printf("| %u | %.3f GiB | %.3f GiB | %.3f GiB | %.2f GiB |\n", a->contexts[c], gib(p.kv_bytes),
                    gib(p.recurrent_bytes), gib(p.compute_bytes), gib(p.total_bytes));
         }
         printf("\nOn a GPU (runtime overhead %u MiB): free memory with everything on the GPU, "
@@ -322,7 +340,7 @@ static int report(const char *name, const brigade_model *m, fit_args *a)
         if (!a->json)
             printf("| %u GiB |", a->gpus[g]);
         for (int c = 0; c < a->n_ctx; c++) {
-            a->so.n_ctx = a->contexts[c];
+            set_context(a, a->contexts[c]);
             if (brigade_memory_place(m, &a->so, (uint64_t)a->gpus[g] << 30, overhead, &pl, &err)) {
                 fprintf(stderr, "fit: %s\n", err.message);
                 return 1;
@@ -347,7 +365,7 @@ static int report(const char *name, const brigade_model *m, fit_args *a)
 int cmd_fit(int argc, char **argv)
 {
     fit_args a = {.so = {.n_threads = 1}, .gpus = {8, 12, 16, 24, 32, 48, 80}, .n_gpus = 7,
-                  .overhead_mib = BRIGADE_GPU_OVERHEAD_DEFAULT >> 20};
+                  .overhead_mib = BRIGADE_GPU_OVERHEAD_DEFAULT >> 20, .n_seq = 1};
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0)
         return rc;

@@ -79,6 +79,14 @@ assert p["weights_bytes"] == int(os.environ["FILE_BYTES"]), p
 assert p["kv_bytes"] == 4096 * 20 * 1024 and p["recurrent_bytes"] == 30 * (3 * 8192 + 32 * 128 * 128) * 4, p
 assert p["placement"]["kind"] == "gpu" and p["gpu_gib"] == 24, p
 ' && ok || bad "fit catalogue: $out"
+# -np 4: the context is shared (KV as for 4096 cells), a recurrent state each
+out=$("$B" fit qwen3.6-35b-a3b:Q4_K_M -c 4096 -np 4 --json)
+printf '%s' "$out" | python3 -c '
+import json, sys
+p = json.load(sys.stdin)
+assert p["n_seq"] == 4 and p["kv_bytes"] == 4096 * 20 * 1024, p
+assert p["recurrent_bytes"] == 4 * 30 * (3 * 8192 + 32 * 128 * 128) * 4, p
+' && ok || bad "fit -np: $out"
 expect 0 "Qwen3.6-35B-A3B Q4_K_M" -- "$B" fit qwen3.6-35b-a3b:q4_k_m
 expect 0 "| Qwen3-235B-A22B |" -- "$B" fit --list
 expect 1 "not in the catalogue" -- "$B" fit qwen3.6-35b-a3b:Q3_K_XL

@@ -116,6 +116,38 @@ static void check_model(const char *path, const char *what, bool recurrent)
                 }
             }
         }
+    /* Parallel sequences (-np 4 with -c 4096): llama.cpp splits the context
+     * among them, so the KV cache stays the size of 4096 cells, while each
+     * sequence has its own recurrent state. brigade plans the same for
+     * n_seq_max 4 sequences of 1024 positions each. */
+    if (m && lm) {
+        brigade_session_options so = {.n_ctx = 1024, .n_ubatch = 64, .n_threads = 1,
+                                      .n_seq_max = 4};
+        brigade_memory plan;
+        CHECK(brigade_memory_plan(m, &so, &plan, &err) == BRIGADE_OK, "%s: %s", what, err.message);
+        memset(&rep, 0, sizeof rep);
+        struct llama_context_params cp = llama_context_default_params();
+        cp.n_ctx = 4096;
+        cp.n_batch = cp.n_ubatch = 64;
+        cp.n_seq_max = 4;
+        cp.n_threads = cp.n_threads_batch = 1;
+        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED;
+        struct llama_context *ctx = llama_init_from_model(lm, cp);
+        CHECK(ctx != NULL, "%s: llama.cpp cannot create a 4-sequence context", what);
+        if (ctx)
+            llama_free(ctx);
+        const double mib = 1024.0 * 1024.0;
+        CHECK(rep.kv_seen && fabs(plan.kv_bytes / mib - rep.kv_mib) <= 0.00501,
+              "%s -np 4: KV plan %.4f MiB, llama.cpp %.2f MiB", what, plan.kv_bytes / mib,
+              rep.kv_mib);
+        if (recurrent)
+            CHECK(rep.rs_seen && fabs(plan.recurrent_bytes / mib - rep.rs_mib) <= 0.00501,
+                  "%s -np 4: recurrent plan %.4f MiB, llama.cpp %.2f MiB", what,
+                  plan.recurrent_bytes / mib, rep.rs_mib);
+        printf("  %-28s -c 4096 -np 4: KV %9.2f MiB (llama.cpp %9.2f), recurrent %6.2f MiB "
+               "(llama.cpp %6.2f)\n",
+               what, plan.kv_bytes / mib, rep.kv_mib, plan.recurrent_bytes / mib, rep.rs_mib);
+    }
     if (lm)
         llama_model_free(lm);
     brigade_model_free(m);
