@@ -90,10 +90,11 @@ $(BUILD)/fuzz_gguf: fuzz/fuzz_gguf.c $(LIB_SRC)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) fuzz/fuzz_gguf.c $(LIB_SRC) $(LIBS) -o $@
 
-# Benchmarks against the oracle (not part of make test): bench/*.c.
+# Benchmarks against the oracle (not part of make test): bench/*.c, and
+# the brigade program that bench/compare runs beside them.
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 .PHONY: bench
-bench: $(BENCH_BIN)
+bench: $(BENCH_BIN) $(BUILD)/brigade
 $(BUILD)/bench/%: bench/%.c tests/oracle.h $(BUILD)/libbrigade.a $(ORACLE)/stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(ORACLE_CFLAGS) -Itests -DORACLE_LIB_DIR='"$(abspath $(ORACLE_LIB))"' \

@@ -161,7 +161,9 @@ static int parse_flags(int argc, char **argv, bench_flags *f)
     return -1; /* go on */
 }
 
-/* One test: n_prompt tokens in micro-batches, then n_gen one at a time. */
+/* One test: n_prompt tokens in micro-batches, then n_gen one at a time.
+ * Each evaluation computes the last token's logits, as llama-bench's
+ * llama_decode calls do (the output matrix is part of a token's cost). */
 typedef struct test {
     uint32_t n_prompt, n_gen, depth;
 } test;
@@ -175,7 +177,7 @@ static int32_t random_token(uint32_t n_vocab)
 }
 
 static bool run_once(brigade_session *s, const test *t, uint32_t n_vocab, int32_t *tokens,
-                     double *elapsed, brigade_error *err)
+                     float *logits, double *elapsed, brigade_error *err)
 {
     brigade_session_reset(s);
     for (uint32_t i = 0; i < t->depth + t->n_prompt; i++)
@@ -183,11 +185,12 @@ static bool run_once(brigade_session *s, const test *t, uint32_t n_vocab, int32_
     if (t->depth && brigade_session_eval(s, tokens, t->depth, false, NULL, err))
         return false;
     double t0 = seconds();
-    if (t->n_prompt && brigade_session_eval(s, tokens + t->depth, t->n_prompt, false, NULL, err))
+    if (t->n_prompt &&
+        brigade_session_eval(s, tokens + t->depth, t->n_prompt, false, logits, err))
         return false;
     for (uint32_t i = 0; i < t->n_gen; i++) {
         int32_t tok = random_token(n_vocab);
-        if (brigade_session_eval(s, &tok, 1, false, NULL, err))
+        if (brigade_session_eval(s, &tok, 1, false, logits, err))
             return false;
     }
     *elapsed = seconds() - t0;
@@ -300,6 +303,11 @@ int cmd_bench(int argc, char **argv)
         char desc[96];
         describe(m, desc, sizeof desc);
         uint32_t n_vocab = brigade_model_n_vocab(m);
+        float *logits = malloc((size_t)n_vocab * sizeof *logits);
+        if (!logits) {
+            fprintf(stderr, "bench: out of memory\n");
+            rc = 1;
+        }
         for (int ti = 0; ti < f.threads.n && !rc; ti++)
             for (int ui = 0; ui < f.ubatch.n && !rc; ui++)
                 for (int ki = 0; ki < f.n_ctk && !rc; ki++)
@@ -324,7 +332,7 @@ int cmd_bench(int argc, char **argv)
                             for (uint32_t rep = 0; !rc && rep <= f.reps; rep++) {
                                 fprintf(stderr, "bench: %s %s, run %u/%u\r", desc, r->test, rep,
                                         f.reps);
-                                if (!run_once(s, te, n_vocab, tokens, &el, &err)) {
+                                if (!run_once(s, te, n_vocab, tokens, logits, &el, &err)) {
                                     fprintf(stderr, "\nbench: %s\n", err.message);
                                     rc = 1;
                                 } else if (rep > 0) {
@@ -351,6 +359,7 @@ int cmd_bench(int argc, char **argv)
                             brigade_session_free(s);
                             free(tokens);
                         }
+        free(logits);
         brigade_model_free(m);
     }
     if (n_results)

@@ -18,6 +18,30 @@ static bool cpu_has_avx2(void)
     return f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
+/* AVX-512 F/BW/VL/DQ with VNNI (Ice Lake, Cascade Lake and later; Zen 4):
+ * the AVX-512 kernels use all of them, and AVX2 for their tails. The
+ * builtins also check that the OS saves the 512-bit state (XCR0). */
+static bool cpu_has_avx512(void)
+{
+    return cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+}
+
+/* Only where they measured faster than AVX2 (bench/kernel_speed). */
+static bg_dot_fn avx512_dot(bg_type type)
+{
+    switch (type) {
+    case BG_TYPE_Q8_0: return bg_dot_q8_0_avx512;
+    case BG_TYPE_Q4_0: return bg_dot_q4_0_avx512;
+    case BG_TYPE_Q4_K: return bg_dot_q4_K_avx512;
+    case BG_TYPE_Q5_K: return bg_dot_q5_K_avx512;
+    case BG_TYPE_Q5_0: return bg_dot_q5_0_avx512;
+    case BG_TYPE_Q6_K: return bg_dot_q6_K_avx512;
+    default: return NULL;
+    }
+}
+
 static bg_dot_fn avx2_dot(bg_type type)
 {
     switch (type) {
@@ -49,10 +73,16 @@ size_t bg_kernel_dot_variants(bg_type type, bg_dot_variant *out, size_t cap)
         out[n] = (bg_dot_variant){"scalar", ops->dot};
     n++;
 #ifdef BG_KERNELS_X86
-    bg_dot_fn f = cpu_has_avx2() ? avx2_dot(type) : NULL;
-    if (f) {
+    /* scalar -> AVX2 -> AVX-512, each where the CPU and the type have it */
+    const bg_dot_variant simd[] = {
+        {"avx2", cpu_has_avx2() ? avx2_dot(type) : NULL},
+        {"avx512", cpu_has_avx512() ? avx512_dot(type) : NULL},
+    };
+    for (size_t i = 0; i < sizeof simd / sizeof *simd; i++) {
+        if (!simd[i].fn)
+            continue;
         if (n < cap)
-            out[n] = (bg_dot_variant){"avx2", f};
+            out[n] = simd[i];
         n++;
     }
 #endif

@@ -42,6 +42,12 @@ float bg_dot_q4_K_avx2(int64_t n, const void *w, const void *a);
 float bg_dot_q5_K_avx2(int64_t n, const void *w, const void *a);
 float bg_dot_q6_K_avx2(int64_t n, const void *w, const void *a);
 float bg_dot_iq4_xs_avx2(int64_t n, const void *w, const void *a);
+float bg_dot_q8_0_avx512(int64_t n, const void *w, const void *a);
+float bg_dot_q4_0_avx512(int64_t n, const void *w, const void *a);
+float bg_dot_q4_K_avx512(int64_t n, const void *w, const void *a);
+float bg_dot_q5_K_avx512(int64_t n, const void *w, const void *a);
+float bg_dot_q5_0_avx512(int64_t n, const void *w, const void *a);
+float bg_dot_q6_K_avx512(int64_t n, const void *w, const void *a);
 #endif
 
 #endif

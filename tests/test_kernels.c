@@ -1,9 +1,13 @@
-/* Every SIMD dot-product variant against the scalar reference of quant.c,
- * on random data of several distributions, for many row lengths (one block
- * to thousands, odd block counts). The reference sums exactly and rounds
- * once; a float SIMD kernel may differ by float rounding of its partial
- * sums, so the bound is relative to sum |w_i a_i| (from the dequantized
- * operands): 2e-6, about 32 float roundings' worth. */
+/* Every SIMD dot-product variant (AVX2, AVX-512 where the CPU has them)
+ * against the scalar reference of quant.c, on random data of several
+ * distributions, for many row lengths (one block to thousands, odd block
+ * counts, so every unrolled loop's tail runs). Quantized weights are also
+ * tried as random bytes (every code pattern: -128 in Q8_0, all scale and
+ * high-bit combinations), and every variant runs once more on operands at
+ * odd addresses, where it must give the same bits. The reference sums
+ * exactly and rounds once; a float SIMD kernel may differ by float
+ * rounding of its partial sums, so the bound is relative to sum |w_i a_i|
+ * (from the dequantized operands): 2e-6, about 32 float roundings' worth. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,8 +32,36 @@ static float gauss(void)
     return (float)(sqrt(-2.0 * log(uniform())) * cos(6.283185307179586 * uniform()));
 }
 
-typedef enum dist { GAUSS, UNIFORM, OUTLIERS, SMALL, DIST_COUNT } dist;
-static const char *dist_name[] = {"gauss", "uniform", "outliers", "small"};
+typedef enum dist { GAUSS, UNIFORM, OUTLIERS, SMALL, BYTES, DIST_COUNT } dist;
+static const char *dist_name[] = {"gauss", "uniform", "outliers", "small", "random bytes"};
+
+/* Byte offsets of the fp16 scales in a block of the weight formats; -1
+ * ends the list. Random bytes elsewhere are valid codes and 6/8-bit
+ * scales; the fp16 fields get finite values near 1/64. */
+static const int *half_fields(bg_type type)
+{
+    static const int d[] = {0, -1}, d_m[] = {0, 2, -1}, q6_K[] = {208, -1};
+    switch (type) {
+    case BG_TYPE_Q8_0: case BG_TYPE_Q4_0: case BG_TYPE_Q5_0: case BG_TYPE_IQ4_NL:
+    case BG_TYPE_IQ4_XS: return d;
+    case BG_TYPE_Q4_1: case BG_TYPE_Q5_1: case BG_TYPE_Q4_K: case BG_TYPE_Q5_K: return d_m;
+    case BG_TYPE_Q6_K: return q6_K;
+    default: return NULL; /* float formats: random bytes would be NaN */
+    }
+}
+
+static void random_blocks(uint8_t *q, size_t n_blocks, const bg_type_info *ti, const int *halves)
+{
+    for (size_t i = 0; i < n_blocks * ti->block_bytes; i++)
+        q[i] = (uint8_t)(uniform() * 256);
+    for (size_t b = 0; b < n_blocks; b++)
+        for (const int *h = halves; *h >= 0; h++) {
+            /* 2^-6 times 1 + a random 8-bit mantissa, sign random */
+            uint16_t v = (uint16_t)(0x2400 | (uint16_t)(uniform() * 256) << 2 |
+                                    (uniform() < 0.5 ? 0x8000 : 0));
+            memcpy(q + b * ti->block_bytes + (size_t)*h, &v, sizeof v);
+        }
+}
 
 static void fill(float *x, int64_t n, dist d)
 {
@@ -60,13 +92,22 @@ static void check_type(bg_type type)
         int64_t n = blocks[bi] * blk;
         float *w = malloc(n * sizeof *w), *a = malloc(n * sizeof *a);
         float *wd = malloc(n * sizeof *wd), *ad = malloc(n * sizeof *ad);
-        uint8_t *wq = malloc((size_t)(n / wi->block_elems) * wi->block_bytes);
-        uint8_t *aq = malloc((size_t)(n / ai->block_elems) * ai->block_bytes);
+        const size_t wbytes = (size_t)(n / wi->block_elems) * wi->block_bytes;
+        const size_t abytes = (size_t)(n / ai->block_elems) * ai->block_bytes;
+        uint8_t *wq = malloc(wbytes), *aq = malloc(abytes);
+        uint8_t *wodd = malloc(wbytes + 1), *aodd = malloc(abytes + 1);
         for (int d = 0; d < DIST_COUNT; d++) {
-            fill(w, n, (dist)d);
-            fill(a, n, (dist)((d + 1) % DIST_COUNT));
-            ops->quantize(w, wq, n);
+            if (d == BYTES && !half_fields(type))
+                continue;
+            fill(w, n, d == BYTES ? GAUSS : (dist)d);
+            fill(a, n, (dist)((d + 1) % BYTES));
+            if (d == BYTES)
+                random_blocks(wq, (size_t)(n / wi->block_elems), wi, half_fields(type));
+            else
+                ops->quantize(w, wq, n);
             aops->quantize_activations(a, aq, n);
+            memcpy(wodd + 1, wq, wbytes);
+            memcpy(aodd + 1, aq, abytes);
             ops->dequantize(wq, wd, n);
             aops->dequantize(aq, ad, n);
             double mag = 0;
@@ -83,8 +124,15 @@ static void check_type(bg_type type)
                       "(error %.2e of sum|wa| %.3g)", wi->name, v[k].name, (long long)n,
                       dist_name[d], got, ref, rel, mag);
             }
+            /* loads must not assume alignment: same bits at odd addresses */
+            for (size_t k = 0; k < nv; k++) {
+                const float aligned = v[k].fn(n, wq, aq), odd = v[k].fn(n, wodd + 1, aodd + 1);
+                CHECK(memcmp(&aligned, &odd, sizeof odd) == 0,
+                      "%s %s, n=%lld, %s: %.9g at odd addresses, %.9g aligned", wi->name,
+                      v[k].name, (long long)n, dist_name[d], odd, aligned);
+            }
         }
-        free(w), free(a), free(wd), free(ad), free(wq), free(aq);
+        free(w), free(a), free(wd), free(ad), free(wq), free(aq), free(wodd), free(aodd);
     }
     printf("  %-7s %zu variant(s)", wi->name, nv);
     for (size_t k = 0; k < nv; k++)

@@ -1,0 +1,127 @@
+/* llama.cpp's speed on a GGUF file, measured as `brigade bench` measures
+ * brigade's, for bench/compare:
+ *   ppN: one llama_decode of N tokens from an empty context (n_batch and
+ *        n_ubatch N), logits of the last token only;
+ *   tgN: N single-token decodes from an empty context.
+ * Load time is excluded; one uncounted run of each test warms caches and
+ * pages first. Tokens are random ids of the vocabulary.
+ *
+ * usage: oracle_bench MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS]
+ * prints one machine-readable line per timed run on stdout:
+ *   llama.cpp pp512 <tokens/s>
+ *   llama.cpp tg128 <tokens/s> */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "oracle.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static int32_t random_token(int32_t n_vocab)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (int32_t)(rng % (uint64_t)n_vocab);
+}
+
+/* One run of n_prompt tokens as a single batch, or of n_gen tokens one at
+ * a time, from an empty context; returns tokens per second, or a negative
+ * number when a decode fails. */
+static double run_once(struct llama_context *ctx, int32_t n_vocab, int n_prompt, int n_gen,
+                       int32_t *tokens)
+{
+    llama_memory_clear(llama_get_memory(ctx), true);
+    int n = n_prompt ? n_prompt : n_gen;
+    for (int i = 0; i < n; i++)
+        tokens[i] = random_token(n_vocab);
+    llama_synchronize(ctx);
+    double t0 = now();
+    if (n_prompt) {
+        if (llama_decode(ctx, llama_batch_get_one(tokens, n_prompt)))
+            return -1;
+    } else {
+        for (int i = 0; i < n_gen; i++)
+            if (llama_decode(ctx, llama_batch_get_one(&tokens[i], 1)))
+                return -1;
+    }
+    llama_synchronize(ctx);
+    return n / (now() - t0);
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: oracle_bench MODEL [-p N] [-n N] [-t THREADS] [-r REPS]\n");
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || argv[1][0] == '-')
+        return usage();
+    long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int n_prompt = 512, n_gen = 128, threads = n_cpu > 0 ? (int)n_cpu : 1, reps = 1;
+    for (int i = 2; i < argc; i += 2) {
+        if (i + 1 >= argc)
+            return usage();
+        int v = atoi(argv[i + 1]);
+        if (v < 0)
+            return usage();
+        if (!strcmp(argv[i], "-p")) n_prompt = v;
+        else if (!strcmp(argv[i], "-n")) n_gen = v;
+        else if (!strcmp(argv[i], "-t") && v > 0) threads = v;
+        else if (!strcmp(argv[i], "-r") && v > 0) reps = v;
+        else return usage();
+    }
+    oracle_init();
+    struct llama_model_params mp = llama_model_default_params();
+    mp.progress_callback = oracle_no_progress;
+    struct llama_model *model = llama_model_load_from_file(argv[1], mp);
+    if (!model) {
+        fprintf(stderr, "oracle_bench: cannot load %s\n", argv[1]);
+        return 1;
+    }
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = (uint32_t)(n_prompt > n_gen ? n_prompt : n_gen) + 16;
+    cp.n_batch = cp.n_ubatch = (uint32_t)(n_prompt > 1 ? n_prompt : 1);
+    cp.n_threads = cp.n_threads_batch = threads;
+    cp.no_perf = true;
+    struct llama_context *ctx = llama_init_from_model(model, cp);
+    int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+    int32_t *tokens = malloc(sizeof *tokens * (size_t)(n_prompt + n_gen + 1));
+    int rc = 0;
+    if (!ctx || !tokens) {
+        fprintf(stderr, "oracle_bench: cannot create a context\n");
+        rc = 1;
+    }
+    static const char *const name[2] = {"pp", "tg"};
+    for (int test = 0; test < 2 && !rc; test++) {
+        int p = test == 0 ? n_prompt : 0, g = test == 1 ? n_gen : 0;
+        if (!p && !g)
+            continue;
+        for (int r = 0; r <= reps && !rc; r++) { /* run 0 is the warm-up */
+            double ts = run_once(ctx, n_vocab, p, g, tokens);
+            if (ts < 0) {
+                fprintf(stderr, "oracle_bench: llama_decode failed\n");
+                rc = 1;
+            } else if (r > 0) {
+                printf("llama.cpp %s%d %.4f\n", name[test], p ? p : g, ts);
+                fflush(stdout);
+            }
+        }
+    }
+    free(tokens);
+    if (ctx)
+        llama_free(ctx);
+    llama_model_free(model);
+    llama_backend_free();
+    return rc;
+}

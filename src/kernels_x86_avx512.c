@@ -1,0 +1,360 @@
+/* AVX-512 (F, BW, VL, DQ) + VNNI dot products of the formats that dominate
+ * real files: Q4_K, Q5_K, Q6_K against Q8_K activations; Q8_0, Q4_0, Q5_0
+ * against Q8_0. (IQ4_NL keeps its AVX2 kernel, which is bitwise llama.cpp's.)
+ * The dispatcher (kernels.c) prefers them to the
+ * AVX2 kernels only on CPUs with all of these extensions (and AVX2, FMA,
+ * F16C, which the tails borrow), and lists only those that measured faster
+ * (bench/kernel_speed; Q4_1, Q5_1, IQ4_XS and the float formats did not
+ * get one).
+ *
+ * What AVX-512 buys here:
+ * - VNNI. vpdpbusd multiplies u8 by s8 and adds four products into s32 in
+ *   one instruction (AVX2: maddubs + madd); vpdpwssd multiplies s16 pairs
+ *   into an s32 accumulator (AVX2: madd + add). Integer sums stay exact.
+ * - Masks: the fifth bits of Q5_0 are the 32-bit qh word itself as a lane
+ *   mask, the Q8_0 weights' signs a mask for a subtract from zero (there
+ *   is no vpsignb in AVX-512); half-register shifts are masked shifts.
+ * - 512-bit registers where they pay: Q6_K (64 contiguous ql bytes give
+ *   two 64-element registers in activation order; one group of 16 per
+ *   128-bit lane, scales spread with vpermw) and the 32-element formats
+ *   (two blocks a register). Q4_K/Q5_K stay at 256 bits with VNNI: at 512
+ *   the core issues vector uops to two ports instead of three and these
+ *   kernels, bound by shifts, shuffles and multiplies, ran no faster.
+ *
+ * Range checks as in the AVX2 kernels: maddubs pairs <= 2 * 63 * 128 (Q6_K)
+ * fit s16, a super-block's scaled sum < 2^31; vpdpbusd sums cannot
+ * overflow s32 for 32-element blocks. Q8_0 activations are in [-127, 127]
+ * (what the Q8_0 quantizers give), so negating them is exact.
+ *
+ * Loads are unaligned throughout (tensors are mmapped at any offset). */
+#include "kernels.h"
+
+#ifdef BG_KERNELS_X86
+#include <immintrin.h>
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "quant.h"
+
+#define BG_AVX512                                                                          \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
+
+BG_AVX512 static inline __m256i loadu256(const void *p)
+{
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+
+BG_AVX512 static inline __m512i loadu512(const void *p)
+{
+    return _mm512_loadu_si512(p);
+}
+
+/* 32 bytes at p in both halves of a register: one broadcast load. */
+BG_AVX512 static inline __m512i load_twice256(const void *p)
+{
+    return _mm512_broadcast_i64x4(loadu256(p));
+}
+
+/* 32 bytes from p0 (low half) and p1 (high half). */
+BG_AVX512 static inline __m512i load_pair256(const void *p0, const void *p1)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(loadu256(p0)), loadu256(p1), 1);
+}
+
+BG_AVX512 static inline float hsum256_ps(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* The 16 s32 lanes of v folded to 8 (lane i + lane i + 8). */
+BG_AVX512 static inline __m256i fold512(__m512i v)
+{
+    return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+
+BG_AVX512 static inline float load_f16(const uint8_t *p)
+{
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return _cvtsh_ss(h);
+}
+
+/* ------------------------------------------------------------------------
+ * Q4_K and Q5_K: 256-bit registers with VNNI
+ * ------------------------------------------------------------------------ */
+
+/* Full 512-bit registers do not help these two: with them in flight the
+ * core runs vector uops on two ports instead of three, and the kernels are
+ * port-bound (shifts, shuffles, multiplies). In 256-bit registers VNNI's
+ * vpdpwssd still fuses the scale multiply with the accumulation, which
+ * removes the adds of the AVX2 kernel. Layout as in kernels_x86_kquants.c:
+ * chunk c's 32 bytes hold group 2c (low nibbles) and 2c + 1 (high). */
+
+/* Eight s16 scales (both lanes) and the mins, twice each, for the bsums. */
+BG_AVX512 static inline __m256i k_scales256(const uint8_t *p, __m128i *mins)
+{
+    uint32_t u[3];
+    memcpy(u, p, sizeof u);
+    const uint32_t low6 = 0x3F3F3F3Fu, low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
+    const uint32_t sc_lo = u[0] & low6, mn_lo = u[1] & low6;
+    const uint32_t sc_hi = (u[2] & low4) | ((u[0] >> 6) & low2) << 4;
+    const uint32_t mn_hi = ((u[2] >> 4) & low4) | ((u[1] >> 6) & low2) << 4;
+    const __m128i b = _mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)mn_lo, (int)mn_hi);
+    *mins = _mm_cvtepu8_epi16(_mm_srli_si128(b, 8));
+    return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(b));
+}
+
+/* acc + the scaled dot of chunk c (its two groups) with the activations. */
+BG_AVX512 static inline __m256i k_chunk256(__m256i acc, const uint8_t *qs, __m256i *hb,
+                                           const int8_t *act, __m256i sc, int c)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
+    const __m256i q = loadu256(qs + 32 * c);
+    __m256i lo = _mm256_and_si256(q, m4);
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    if (hb) {
+        lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(*hb, 4), bit4));
+        hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(*hb, 3), bit4));
+        *hb = _mm256_srli_epi16(*hb, 2);
+    }
+    const __m256i s0 = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * 2 * c)));
+    const __m256i s1 =
+        _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c + 1))));
+    acc = _mm256_dpwssd_epi32(acc, _mm256_maddubs_epi16(lo, loadu256(act + 64 * c)), s0);
+    return _mm256_dpwssd_epi32(acc, _mm256_maddubs_epi16(hi, loadu256(act + 64 * c + 32)), s1);
+}
+
+/* The float arithmetic is llama.cpp's, step for step, as in the AVX2
+ * kernel (kernels_x86_kquants.c, k_dot): eight lanes of scaled sums fused
+ * per super-block; the min terms in four lanes of group pairs (Q4_K) or one
+ * fused running sum (Q5_K). Only the integer sums use VNNI. */
+BG_AVX512 static inline float k_dot256(int64_t n, const uint8_t *w, size_t bytes, size_t qh_off,
+                                       size_t qs_off, const bg_block_q8_K *y)
+{
+    __m256 acc = _mm256_setzero_ps();
+    __m128 acc_min = _mm_setzero_ps();
+    float sum_min = 0.0f;
+    for (int64_t b = 0; b < n / BG_QK_K; b++, w += bytes, y++) {
+        __m128i mins;
+        const __m256i sc = k_scales256(w + offsetof(bg_block_q4_K, scales), &mins);
+        const __m256i bs = loadu256(y->bsums);
+        const __m128i pairs = _mm_madd_epi16(
+            mins, _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
+        const uint8_t *qs = w + qs_off;
+        __m256i hbits = qh_off ? loadu256(w + qh_off) : _mm256_setzero_si256();
+        __m256i *hb = qh_off ? &hbits : NULL;
+        __m256i s01 = k_chunk256(_mm256_setzero_si256(), qs, hb, y->qs, sc, 0);
+        s01 = k_chunk256(s01, qs, hb, y->qs, sc, 1);
+        __m256i s23 = k_chunk256(_mm256_setzero_si256(), qs, hb, y->qs, sc, 2);
+        s23 = k_chunk256(s23, qs, hb, y->qs, sc, 3);
+        const __m256i isum = _mm256_add_epi32(s01, s23);
+        const float d = y->d * load_f16(w + offsetof(bg_block_q4_K, d));
+        const float dmin = -y->d * load_f16(w + offsetof(bg_block_q4_K, dmin));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc);
+        if (qh_off) {
+            const __m128i h = _mm_hadd_epi32(_mm_hadd_epi32(pairs, pairs), pairs);
+            sum_min = fmaf(dmin, (float)_mm_cvtsi128_si32(h), sum_min);
+        } else {
+            acc_min = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(pairs), acc_min);
+        }
+    }
+    if (qh_off)
+        return hsum256_ps(acc) + sum_min;
+    acc_min = _mm_add_ps(acc_min, _mm_movehl_ps(acc_min, acc_min));
+    acc_min = _mm_add_ss(acc_min, _mm_movehdup_ps(acc_min));
+    return hsum256_ps(acc) + _mm_cvtss_f32(acc_min);
+}
+
+BG_AVX512 float bg_dot_q4_K_avx512(int64_t n, const void *w, const void *a)
+{
+    return k_dot256(n, w, sizeof(bg_block_q4_K), 0, offsetof(bg_block_q4_K, qs), a);
+}
+
+BG_AVX512 float bg_dot_q5_K_avx512(int64_t n, const void *w, const void *a)
+{
+    return k_dot256(n, w, sizeof(bg_block_q5_K), offsetof(bg_block_q5_K, qh),
+                    offsetof(bg_block_q5_K, qs), a);
+}
+
+/* ------------------------------------------------------------------------
+ * Q6_K
+ * ------------------------------------------------------------------------ */
+
+/* vpermw indices spreading s16 scales g..g+3 over the four 128-bit lanes. */
+#define SPREAD4(g)                                                                        \
+    _mm512_set_epi16((g) + 3, (g) + 3, (g) + 3, (g) + 3, (g) + 3, (g) + 3, (g) + 3, (g) + 3, \
+                     (g) + 2, (g) + 2, (g) + 2, (g) + 2, (g) + 2, (g) + 2, (g) + 2, (g) + 2, \
+                     (g) + 1, (g) + 1, (g) + 1, (g) + 1, (g) + 1, (g) + 1, (g) + 1, (g) + 1, \
+                     (g), (g), (g), (g), (g), (g), (g), (g))
+
+/* Per 128-element chunk c: the 64 ql bytes hold elements 0-63 of the chunk
+ * in their low nibbles and 64-127 in their high ones, already in
+ * activation order; qh byte l holds the top bits of elements l, 32 + l,
+ * 64 + l, 96 + l at bits 0, 2, 4, 6. The 32 qh bytes go to both halves and
+ * the high half is shifted right by 2, which lines up bits 0/2 (low/high
+ * half) for the first register and bits 4/6 for the second. Each 128-bit
+ * lane is one group of 16, so the scales are spread with vpermw. The codes
+ * stay unsigned; the -32 comes back through the bsums as in AVX2. */
+BG_AVX512 float bg_dot_q6_K_avx512(int64_t n, const void *w, const void *a)
+{
+    const bg_block_q6_K *x = w;
+    const bg_block_q8_K *y = a;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / BG_QK_K; b++, x++, y++) {
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
+        const __m256i corr = _mm256_madd_epi16(loadu256(y->bsums), sc16);
+        const __m512i sc = _mm512_castsi256_si512(sc16);
+        __m512i isum = _mm512_setzero_si512();
+        for (int c = 0; c < 2; c++) {
+            const __m512i l = loadu512(x->ql + 64 * c);
+            const __m512i h0 = load_twice256(x->qh + 32 * c);
+            const __m512i h = _mm512_mask_srli_epi16(h0, 0xFFFF0000u, h0, 2);
+            const __m512i q01 = _mm512_or_si512(_mm512_and_si512(l, m4),
+                                                _mm512_and_si512(_mm512_slli_epi16(h, 4), m30));
+            const __m512i q23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                                _mm512_and_si512(h, m30));
+            const int8_t *act = y->qs + 128 * c;
+            isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(q01, loadu512(act)),
+                                       _mm512_permutexvar_epi16(c ? SPREAD4(8) : SPREAD4(0), sc));
+            isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(q23, loadu512(act + 64)),
+                                       _mm512_permutexvar_epi16(c ? SPREAD4(12) : SPREAD4(4), sc));
+        }
+        const __m256i total = _mm256_sub_epi32(fold512(isum), _mm256_slli_epi32(corr, 5));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total),
+                              _mm256_set1_ps(y->d * load_f16((const uint8_t *)&x->d)), acc);
+    }
+    return hsum256_ps(acc);
+}
+
+/* ------------------------------------------------------------------------
+ * The 32-element formats against Q8_0: two blocks a register
+ * ------------------------------------------------------------------------ */
+
+/* Exact integer dots of two blocks (16 s32 lanes, eight per block). */
+typedef __m512i (*pair_isum_fn)(const uint8_t *w0, const uint8_t *w1, __m512i y);
+
+BG_AVX512 static inline __m512i pair_q8_0(const uint8_t *w0, const uint8_t *w1, __m512i y)
+{
+    const size_t qs = offsetof(bg_block_q8_0, qs);
+    const __m512i x = load_pair256(w0 + qs, w1 + qs);
+    /* |x| (128 for -128, read unsigned) against y with x's sign: exact
+     * for activations in [-127, 127], as the AVX2 kernel */
+    const __m512i ys = _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(x), _mm512_setzero_si512(), y);
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(x), ys);
+}
+
+/* Sum of (codes - bias) * y for unsigned codes: vpdpbusd of the codes,
+ * minus vpdpbusd of the bias (exact, any y). */
+BG_AVX512 static inline __m512i dot_biased(__m512i codes, __m512i y, char bias)
+{
+    const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, y);
+    const __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(bias), y);
+    return _mm512_sub_epi32(dot, sum);
+}
+
+/* The 16 nibble bytes of two blocks as 64 codes 0..15 in activation order:
+ * each block's bytes twice (a broadcast load), the second copy shifted. */
+BG_AVX512 static inline __m512i nibbles_pair(const uint8_t *qs0, const uint8_t *qs1)
+{
+    const __m512i q2 = _mm512_inserti64x4(
+        _mm512_castsi256_si512(
+            _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)qs0))),
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)qs1)), 1);
+    return _mm512_and_si512(_mm512_mask_srli_epi16(q2, 0xFF00FF00u, q2, 4),
+                            _mm512_set1_epi8(0x0F));
+}
+
+BG_AVX512 static inline __m512i pair_q4_0(const uint8_t *w0, const uint8_t *w1, __m512i y)
+{
+    const size_t qs = offsetof(bg_block_q4_0, qs);
+    return dot_biased(nibbles_pair(w0 + qs, w1 + qs), y, 8);
+}
+
+/* Bit 4 of the codes comes from the blocks' 32-bit qh words, which are
+ * the mask of the lanes to add 16 to. */
+BG_AVX512 static inline __m512i pair_q5_0(const uint8_t *w0, const uint8_t *w1, __m512i y)
+{
+    const size_t qs = offsetof(bg_block_q5_0, qs), qh = offsetof(bg_block_q5_0, qh);
+    uint32_t h0, h1;
+    memcpy(&h0, w0 + qh, 4), memcpy(&h1, w1 + qh, 4);
+    const __m512i lo = nibbles_pair(w0 + qs, w1 + qs);
+    const __m512i q = _mm512_mask_add_epi8(lo, _cvtu64_mask64(h0 | (uint64_t)h1 << 32), lo,
+                                           _mm512_set1_epi8(16));
+    return dot_biased(q, y, 16);
+}
+
+/* d_w * d_a of blocks 0 and 1 (fp16 d first in each), each over eight
+ * lanes: 32-bit loads of the two d of an operand, interleaved, convert in
+ * one instruction. */
+BG_AVX512 static inline __m128i halves_pair(const uint8_t *p0, const uint8_t *p1)
+{
+    int32_t v0, v1;
+    memcpy(&v0, p0, sizeof v0);
+    memcpy(&v1, p1, sizeof v1);
+    return _mm_unpacklo_epi16(_mm_cvtsi32_si128(v0), _mm_cvtsi32_si128(v1));
+}
+
+BG_AVX512 static inline __m512 scales_pair(const uint8_t *w0, const uint8_t *w1,
+                                           const uint8_t *a0, const uint8_t *a1)
+{
+    const __m128 s = _mm_mul_ps(_mm_cvtph_ps(halves_pair(w0, w1)),
+                                _mm_cvtph_ps(halves_pair(a0, a1)));
+    const __m512i idx = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
+    return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(s));
+}
+
+/* acc + the dot of blocks 0 and 1 at wb (weights) and ab (Q8_0). */
+BG_AVX512 static inline __m512 pair_step(pair_isum_fn isum, int wbytes, const uint8_t *wb,
+                                         const uint8_t *ab, __m512 acc)
+{
+    const int abytes = (int)sizeof(bg_block_q8_0);
+    const size_t qs = offsetof(bg_block_q8_0, qs);
+    const __m512i y = load_pair256(ab + qs, ab + abytes + qs);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum(wb, wb + wbytes, y)),
+                           scales_pair(wb, wb + wbytes, ab, ab + abytes), acc);
+}
+
+/* Four blocks a step into two accumulators, then a last pair; an odd last
+ * block goes to the AVX2 kernel. */
+BG_AVX512 static inline float dot_vs_q8_0_512(pair_isum_fn isum, bg_dot_fn tail, int wbytes,
+                                              int64_t n, const void *w, const void *a)
+{
+    const uint8_t *wb = w, *ab = a;
+    const int abytes = (int)sizeof(bg_block_q8_0);
+    const int64_t nb = n / BG_QK;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4, wb += 4 * wbytes, ab += 4 * abytes) {
+        acc0 = pair_step(isum, wbytes, wb, ab, acc0);
+        acc1 = pair_step(isum, wbytes, wb + 2 * wbytes, ab + 2 * abytes, acc1);
+    }
+    if (b + 2 <= nb) {
+        acc0 = pair_step(isum, wbytes, wb, ab, acc0);
+        b += 2, wb += 2 * wbytes, ab += 2 * abytes;
+    }
+    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    if (b < nb)
+        sum += tail(BG_QK, wb, ab);
+    return sum;
+}
+
+BG_AVX512 float bg_dot_q8_0_avx512(int64_t n, const void *w, const void *a)
+{
+    return dot_vs_q8_0_512(pair_q8_0, bg_dot_q8_0_avx2, (int)sizeof(bg_block_q8_0), n, w, a);
+}
+
+BG_AVX512 float bg_dot_q4_0_avx512(int64_t n, const void *w, const void *a)
+{
+    return dot_vs_q8_0_512(pair_q4_0, bg_dot_q4_0_avx2, (int)sizeof(bg_block_q4_0), n, w, a);
+}
+
+BG_AVX512 float bg_dot_q5_0_avx512(int64_t n, const void *w, const void *a)
+{
+    return dot_vs_q8_0_512(pair_q5_0, bg_dot_q5_0_avx2, (int)sizeof(bg_block_q5_0), n, w, a);
+}
+#endif
