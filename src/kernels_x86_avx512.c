@@ -31,10 +31,10 @@
 
 #ifdef BG_KERNELS_X86
 #include <immintrin.h>
-#include <math.h>
 #include <stddef.h>
 #include <string.h>
 
+#include "kernels_x86_kquant.h"
 #include "quant.h"
 
 #define BG_AVX512                                                                          \
@@ -62,25 +62,10 @@ BG_AVX512 static inline __m512i load_pair256(const void *p0, const void *p1)
     return _mm512_inserti64x4(_mm512_castsi256_si512(loadu256(p0)), loadu256(p1), 1);
 }
 
-BG_AVX512 static inline float hsum256_ps(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 /* The 16 s32 lanes of v folded to 8 (lane i + lane i + 8). */
 BG_AVX512 static inline __m256i fold512(__m512i v)
 {
     return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
-}
-
-BG_AVX512 static inline float load_f16(const uint8_t *p)
-{
-    uint16_t h;
-    memcpy(&h, p, sizeof h);
-    return _cvtsh_ss(h);
 }
 
 /* ------------------------------------------------------------------------
@@ -93,20 +78,6 @@ BG_AVX512 static inline float load_f16(const uint8_t *p)
  * vpdpwssd still fuses the scale multiply with the accumulation, which
  * removes the adds of the AVX2 kernel. Layout as in kernels_x86_kquants.c:
  * chunk c's 32 bytes hold group 2c (low nibbles) and 2c + 1 (high). */
-
-/* Eight s16 scales (both lanes) and the mins, twice each, for the bsums. */
-BG_AVX512 static inline __m256i k_scales256(const uint8_t *p, __m128i *mins)
-{
-    uint32_t u[3];
-    memcpy(u, p, sizeof u);
-    const uint32_t low6 = 0x3F3F3F3Fu, low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
-    const uint32_t sc_lo = u[0] & low6, mn_lo = u[1] & low6;
-    const uint32_t sc_hi = (u[2] & low4) | ((u[0] >> 6) & low2) << 4;
-    const uint32_t mn_hi = ((u[2] >> 4) & low4) | ((u[1] >> 6) & low2) << 4;
-    const __m128i b = _mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)mn_lo, (int)mn_hi);
-    *mins = _mm_cvtepu8_epi16(_mm_srli_si128(b, 8));
-    return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(b));
-}
 
 /* acc + the scaled dot of chunk c (its two groups) with the activations. */
 BG_AVX512 static inline __m256i k_chunk256(__m256i acc, const uint8_t *qs, __m256i *hb,
@@ -128,22 +99,14 @@ BG_AVX512 static inline __m256i k_chunk256(__m256i acc, const uint8_t *qs, __m25
     return _mm256_dpwssd_epi32(acc, _mm256_maddubs_epi16(hi, loadu256(act + 64 * c + 32)), s1);
 }
 
-/* The float arithmetic is llama.cpp's, step for step, as in the AVX2
- * kernel (kernels_x86_kquants.c, k_dot): eight lanes of scaled sums fused
- * per super-block; the min terms in four lanes of group pairs (Q4_K) or one
- * fused running sum (Q5_K). Only the integer sums use VNNI. */
+/* As the AVX2 k_dot; only the integer sums use VNNI. */
 BG_AVX512 static inline float k_dot256(int64_t n, const uint8_t *w, size_t bytes, size_t qh_off,
                                        size_t qs_off, const bg_block_q8_K *y)
 {
-    __m256 acc = _mm256_setzero_ps();
-    __m128 acc_min = _mm_setzero_ps();
-    float sum_min = 0.0f;
+    kq_sums s = {_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f};
     for (int64_t b = 0; b < n / BG_QK_K; b++, w += bytes, y++) {
         __m128i mins;
-        const __m256i sc = k_scales256(w + offsetof(bg_block_q4_K, scales), &mins);
-        const __m256i bs = loadu256(y->bsums);
-        const __m128i pairs = _mm_madd_epi16(
-            mins, _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
+        const __m256i sc = kq_scales(w + offsetof(bg_block_q4_K, scales), &mins);
         const uint8_t *qs = w + qs_off;
         __m256i hbits = qh_off ? loadu256(w + qh_off) : _mm256_setzero_si256();
         __m256i *hb = qh_off ? &hbits : NULL;
@@ -151,22 +114,9 @@ BG_AVX512 static inline float k_dot256(int64_t n, const uint8_t *w, size_t bytes
         s01 = k_chunk256(s01, qs, hb, y->qs, sc, 1);
         __m256i s23 = k_chunk256(_mm256_setzero_si256(), qs, hb, y->qs, sc, 2);
         s23 = k_chunk256(s23, qs, hb, y->qs, sc, 3);
-        const __m256i isum = _mm256_add_epi32(s01, s23);
-        const float d = y->d * load_f16(w + offsetof(bg_block_q4_K, d));
-        const float dmin = -y->d * load_f16(w + offsetof(bg_block_q4_K, dmin));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc);
-        if (qh_off) {
-            const __m128i h = _mm_hadd_epi32(_mm_hadd_epi32(pairs, pairs), pairs);
-            sum_min = fmaf(dmin, (float)_mm_cvtsi128_si32(h), sum_min);
-        } else {
-            acc_min = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(pairs), acc_min);
-        }
+        kq_add(&s, w, y, _mm256_add_epi32(s01, s23), mins, qh_off != 0);
     }
-    if (qh_off)
-        return hsum256_ps(acc) + sum_min;
-    acc_min = _mm_add_ps(acc_min, _mm_movehl_ps(acc_min, acc_min));
-    acc_min = _mm_add_ss(acc_min, _mm_movehdup_ps(acc_min));
-    return hsum256_ps(acc) + _mm_cvtss_f32(acc_min);
+    return kq_total(&s, qh_off != 0);
 }
 
 BG_AVX512 float bg_dot_q4_K_avx512(int64_t n, const void *w, const void *a)
@@ -226,9 +176,9 @@ BG_AVX512 float bg_dot_q6_K_avx512(int64_t n, const void *w, const void *a)
         }
         const __m256i total = _mm256_sub_epi32(fold512(isum), _mm256_slli_epi32(corr, 5));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total),
-                              _mm256_set1_ps(y->d * load_f16((const uint8_t *)&x->d)), acc);
+                              _mm256_set1_ps(y->d * kq_load_f16(&x->d)), acc);
     }
-    return hsum256_ps(acc);
+    return kq_hsum(acc);
 }
 
 /* ------------------------------------------------------------------------

@@ -25,17 +25,12 @@
 
 #ifdef BG_KERNELS_X86
 #include <immintrin.h>
-#include <math.h>
 #include <string.h>
 
+#include "kernels_x86_kquant.h"
 #include "quant.h"
 
 #define BG_AVX2 __attribute__((target("avx2,fma,f16c")))
-
-BG_AVX2 static inline float f16_to_f32(uint16_t h)
-{
-    return _cvtsh_ss(h);
-}
 
 BG_AVX2 static inline __m256i loadu256(const void *p)
 {
@@ -45,14 +40,6 @@ BG_AVX2 static inline __m256i loadu256(const void *p)
 BG_AVX2 static inline __m128i loadu128(const void *p)
 {
     return _mm_loadu_si128((const __m128i *)p);
-}
-
-BG_AVX2 static inline float hsum_ps(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
 }
 
 /* sc holds eight s16 scales, the same in both 128-bit lanes; ctl is a
@@ -99,36 +86,6 @@ BG_AVX2 static inline __m256i dot32_s(__m256i q, __m256i a, __m256i scale)
  * Q4_K and Q5_K
  * ------------------------------------------------------------------------ */
 
-/* The 12 packed scale bytes of Q4_K/Q5_K (layout in quant.c), unpacked four
- * groups at a time with 32-bit integer arithmetic: bytes 0-3 / 4-7 carry
- * groups 0-3 in their low six bits and the top two bits of groups 4-7 in
- * their top two; bytes 8-11 carry the low nibbles of groups 4-7 (scale low,
- * min high). Returns the eight scales as s16 in both lanes (for
- * pick_scale) and, in *mins, the eight mins as s16. */
-BG_AVX2 static inline __m256i k_scales(const uint8_t *p, __m128i *mins)
-{
-    uint32_t u[3];
-    memcpy(u, p, sizeof u);
-    const uint32_t low6 = 0x3F3F3F3Fu, low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
-    const uint32_t sc_lo = u[0] & low6, mn_lo = u[1] & low6;
-    const uint32_t sc_hi = (u[2] & low4) | ((u[0] >> 6) & low2) << 4;
-    const uint32_t mn_hi = ((u[2] >> 4) & low4) | ((u[1] >> 6) & low2) << 4;
-    const __m128i b = _mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)mn_lo, (int)mn_hi);
-    *mins = _mm_cvtepu8_epi16(_mm_srli_si128(b, 8));
-    return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(b));
-}
-
-/* The min terms of a Q4_K/Q5_K super-block as llama.cpp's CPU backend
- * groups them, so that its float roundings are reproduced: four s32, pair
- * t = min(2t) * bsum32(2t) + min(2t+1) * bsum32(2t+1), where bsum32(g) is
- * the activation sum of group g (two of the 16-element bsums). */
-BG_AVX2 static inline __m128i k_min_pairs(const bg_block_q8_K *y, __m128i mins)
-{
-    const __m256i bs = loadu256(y->bsums);
-    const __m128i g = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-    return _mm_madd_epi16(mins, g);
-}
-
 /* One 32-byte chunk c of a Q4_K/Q5_K super-block: byte l holds element
  * 64c + l (group 2c) low and 64c + 32 + l (group 2c + 1) high, so the two
  * nibble planes are whole groups, in activation order. For Q5_K, *hb holds
@@ -167,54 +124,20 @@ BG_AVX2 static inline __m256i k_block_isum(const uint8_t *qs, const uint8_t *qh,
     return _mm256_add_epi32(_mm256_add_epi32(s0, s1), _mm256_add_epi32(s2, s3));
 }
 
-/* The header (d, dmin, scales) is laid out alike in both formats. */
-_Static_assert(offsetof(bg_block_q4_K, d) == offsetof(bg_block_q5_K, d) &&
-                   offsetof(bg_block_q4_K, dmin) == offsetof(bg_block_q5_K, dmin) &&
-                   offsetof(bg_block_q4_K, scales) == offsetof(bg_block_q5_K, scales),
-               "Q4_K/Q5_K headers differ");
-
-BG_AVX2 static inline float load_f16(const uint8_t *p)
-{
-    uint16_t h;
-    memcpy(&h, p, sizeof h);
-    return f16_to_f32(h);
-}
-
 /* sum_b d_a * (d * sum_g sc_g (q.a)_g - dmin * sum_g mn_g bsum_g), blocks of
- * `bytes` bytes with qs / qh (0: none) at the given offsets. The float
- * arithmetic is llama.cpp's, step for step, so results agree to the bit
- * (its activations are rounded to Q8_K from these sums, and a random
- * network amplifies any difference): the scaled sums accumulate in eight
- * lanes, one fused multiply-add per super-block, summed pairwise at the
- * end; the min terms go to four lanes for Q4_K, and for Q5_K to one float
- * per super-block, fused into a running sum. */
+ * `bytes` bytes with qs / qh (0: none, Q4_K) at the given offsets; the
+ * float arithmetic is kq_add's (llama.cpp's). */
 BG_AVX2 static inline float k_dot(int64_t n, const uint8_t *w, size_t bytes, size_t qh_off,
                                   size_t qs_off, const bg_block_q8_K *y)
 {
-    __m256 acc = _mm256_setzero_ps();
-    __m128 acc_min = _mm_setzero_ps();
-    float sum_min = 0.0f;
+    kq_sums s = {_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f};
     for (int64_t b = 0; b < n / BG_QK_K; b++, w += bytes, y++) {
         __m128i mins;
-        const __m256i sc = k_scales(w + offsetof(bg_block_q4_K, scales), &mins);
-        const __m128i pairs = k_min_pairs(y, mins);
+        const __m256i sc = kq_scales(w + offsetof(bg_block_q4_K, scales), &mins);
         const __m256i isum = k_block_isum(w + qs_off, qh_off ? w + qh_off : NULL, y->qs, sc);
-        const float d = y->d * load_f16(w + offsetof(bg_block_q4_K, d));
-        const float dmin = -y->d * load_f16(w + offsetof(bg_block_q4_K, dmin));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc);
-        if (qh_off) {
-            const __m128i h = _mm_hadd_epi32(_mm_hadd_epi32(pairs, pairs), pairs);
-            /* llama.cpp's compiler fuses this multiply-add */
-            sum_min = fmaf(dmin, (float)_mm_cvtsi128_si32(h), sum_min);
-        } else {
-            acc_min = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(pairs), acc_min);
-        }
+        kq_add(&s, w, y, isum, mins, qh_off != 0);
     }
-    if (qh_off)
-        return hsum_ps(acc) + sum_min;
-    acc_min = _mm_add_ps(acc_min, _mm_movehl_ps(acc_min, acc_min));
-    acc_min = _mm_add_ss(acc_min, _mm_movehdup_ps(acc_min));
-    return hsum_ps(acc) + _mm_cvtss_f32(acc_min);
+    return kq_total(&s, qh_off != 0);
 }
 
 BG_AVX2 float bg_dot_q4_K_avx2(int64_t n, const void *w, const void *a)
@@ -271,9 +194,9 @@ BG_AVX2 float bg_dot_q6_K_avx2(int64_t n, const void *w, const void *a)
         }
         isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(corr, 5));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
-                              _mm256_set1_ps(y->d * f16_to_f32(x->d)), acc);
+                              _mm256_set1_ps(y->d * kq_load_f16(&x->d)), acc);
     }
-    return hsum_ps(acc);
+    return kq_hsum(acc);
 }
 
 /* ------------------------------------------------------------------------
@@ -339,8 +262,8 @@ BG_AVX2 float bg_dot_iq4_xs_avx2(int64_t n, const void *w, const void *a)
         const __m256i s3 = iq4_xs_pair(x->qs + 96, y->qs + 192, book, sc, CTL_PAIR(6));
         const __m256i isum = _mm256_add_epi32(_mm256_add_epi32(s0, s1), _mm256_add_epi32(s2, s3));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
-                              _mm256_set1_ps(y->d * f16_to_f32(x->d)), acc);
+                              _mm256_set1_ps(y->d * kq_load_f16(&x->d)), acc);
     }
-    return hsum_ps(acc);
+    return kq_hsum(acc);
 }
 #endif
