@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -113,4 +114,35 @@ void cli_progress_end(cli_progress *p)
     if (p->drawn)
         fputc('\n', stderr);
     p->drawn = false;
+}
+
+char *cli_read_file(const char *path, size_t *len, bool *not_opened)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (not_opened)
+        *not_opened = f == NULL;
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16, n = 0, got;
+    char *buf = malloc(cap);
+    while (buf && (got = fread(buf + n, 1, cap - 1 - n, f)) > 0) {
+        n += got;
+        if (n == cap - 1) {
+            char *grown = cap <= SIZE_MAX / 2 ? realloc(buf, cap *= 2) : NULL;
+            if (!grown)
+                free(buf);
+            buf = grown;
+        }
+    }
+    int read_errno = ferror(f) ? errno : 0;
+    if (f != stdin)
+        fclose(f);
+    if (!buf || read_errno) {
+        free(buf);
+        errno = buf ? read_errno : ENOMEM;
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
 }

@@ -4,6 +4,7 @@
 #define BRIGADE_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "brigade.h"
@@ -18,6 +19,11 @@ bool cli_parse_cache_type(const char *flag, const char *text, brigade_cache_type
 
 /* Online processor cores (the default thread count). */
 uint32_t cli_cores(void);
+
+/* The whole of a file ("-": standard input), NUL-terminated, in malloc'd
+ * memory; *len excludes the NUL. NULL on failure with errno set, and
+ * *not_opened (may be NULL) telling whether it could not even be opened. */
+char *cli_read_file(const char *path, size_t *len, bool *not_opened);
 
 /* "1.23 GiB" etc. into buf. */
 const char *cli_format_bytes(uint64_t bytes, char *buf, unsigned size);

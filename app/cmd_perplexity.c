@@ -118,29 +118,12 @@ static double seconds(void)
  * vocabulary's BOS/EOS, special tokens as plain text). */
 static int32_t *tokenize_file(const brigade_vocab *vocab, const char *path, size_t *n_out)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "perplexity: cannot open %s: %s\n", path, strerror(errno));
-        return NULL;
-    }
-    size_t len = 0, cap = 1 << 16;
-    char *text = malloc(cap);
-    size_t got;
-    while (text && (got = fread(text + len, 1, cap - len, f)) > 0) {
-        len += got;
-        if (len == cap) {
-            char *grown = cap <= SIZE_MAX / 2 ? realloc(text, cap *= 2) : NULL;
-            if (!grown)
-                free(text);
-            text = grown;
-        }
-    }
-    bool read_failed = ferror(f);
-    fclose(f);
-    if (!text || read_failed) {
-        fprintf(stderr, "perplexity: cannot read %s: %s\n", path,
-                text ? strerror(errno) : "out of memory");
-        free(text);
+    size_t len;
+    bool not_opened;
+    char *text = cli_read_file(path, &len, &not_opened);
+    if (!text) {
+        fprintf(stderr, "perplexity: cannot %s %s: %s\n", not_opened ? "open" : "read", path,
+                strerror(errno));
         return NULL;
     }
     /* A token covers at least a byte; room for BOS and EOS too. */

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "generate.h"
 
@@ -34,27 +35,6 @@ static void on_text(void *user, const char *text, size_t len)
     brigade_chat_delta d;
     if (brigade_chat_parser_feed(o->parser, text, len, &d, NULL) == BRIGADE_OK)
         gen_view_show(&o->view, &d);
-}
-
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 4096, n = 0, k;
-    char *buf = malloc(cap);
-    while (buf && (k = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += k;
-        if (n == cap) {
-            char *grown = realloc(buf, cap *= 2);
-            if (!grown)
-                free(buf);
-            buf = grown;
-        }
-    }
-    fclose(f);
-    *len = n;
-    return buf;
 }
 
 int cmd_run(int argc, char **argv)
@@ -88,7 +68,7 @@ int cmd_run(int argc, char **argv)
     size_t prompt_len = prompt ? strlen(prompt) : 0;
     char *file_text = NULL;
     if (prompt_file) {
-        if (!(file_text = read_file(prompt_file, &prompt_len))) {
+        if (!(file_text = cli_read_file(prompt_file, &prompt_len, NULL))) {
             fprintf(stderr, "run: cannot read %s\n", prompt_file);
             return 1;
         }

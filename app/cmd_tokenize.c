@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "brigade.h"
+#include "cli.h"
 #include "commands.h"
 
 static void tokenize_usage(FILE *out)
@@ -26,39 +27,13 @@ static void tokenize_usage(FILE *out)
 /* Reads a whole file (or standard input) into memory. */
 static char *read_all(const char *path, size_t *len)
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "tokenize: cannot open '%s': %s\n", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap)
-            break;
-        char *bigger = realloc(buf, cap * 2);
-        if (!bigger) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = bigger;
-        cap *= 2;
-    }
-    bool failed = ferror(f);
-    if (f != stdin)
-        fclose(f);
-    if (!buf || failed) {
-        fprintf(stderr, "tokenize: cannot read '%s': %s\n", path,
-                buf ? strerror(errno) : "out of memory");
-        free(buf);
-        return NULL;
-    }
-    *len = n;
+    bool not_opened;
+    char *buf = cli_read_file(path, len, &not_opened);
+    if (!buf)
+        fprintf(stderr, "tokenize: cannot %s '%s': %s\n", not_opened ? "open" : "read", path,
+                strerror(errno));
     return buf;
 }
-
 /* Well-formed UTF-8 passes through; control characters, backslashes and
  * bytes that do not make a whole character are escaped. */
 static void print_piece(const char *p, size_t n)

@@ -70,22 +70,14 @@ static bool read_keys(const char *path, char ***keys, size_t *n)
 static brigade_status load_template(const char *path, brigade_chat_template **out,
                                     brigade_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    srv_buf text = {0};
-    char chunk[4096];
-    size_t n;
-    while (f && (n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        srv_buf_add(&text, chunk, n);
-    brigade_status st = BRIGADE_OK;
-    if (!f || ferror(f) || text.failed) {
+    size_t len;
+    char *text = cli_read_file(path, &len, NULL);
+    if (!text) {
         snprintf(err->message, sizeof err->message, "cannot read the chat template %s", path);
-        st = err->status = BRIGADE_ERR_IO;
-    } else {
-        st = brigade_chat_template_from_string(text.data ? text.data : "", text.len, out, err);
+        return err->status = BRIGADE_ERR_IO;
     }
-    if (f)
-        fclose(f);
-    srv_buf_free(&text);
+    brigade_status st = brigade_chat_template_from_string(text, len, out, err);
+    free(text);
     return st;
 }
 
