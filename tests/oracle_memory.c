@@ -46,6 +46,24 @@ static void capture_log(enum ggml_log_level level, const char *text, void *user)
 static const char *cache_names[] = {"f16", "q8_0", "q4_0"};
 static const enum ggml_type cache_ggml[] = {GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
 
+/* Creates (and frees) a llama.cpp context; what it logs lands in rep. */
+static bool llama_allocates(struct llama_model *lm, uint32_t n_ctx, uint32_t n_seq,
+                            enum ggml_type cache_type)
+{
+    memset(&rep, 0, sizeof rep);
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_batch = cp.n_ubatch = 64;
+    cp.n_seq_max = n_seq;
+    cp.n_threads = cp.n_threads_batch = 1;
+    cp.type_k = cp.type_v = cache_type;
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED;
+    struct llama_context *ctx = llama_init_from_model(lm, cp);
+    if (ctx)
+        llama_free(ctx);
+    return ctx != NULL;
+}
+
 static void check_model(const char *path, const char *what, bool recurrent)
 {
     brigade_model *m = NULL;
@@ -67,18 +85,8 @@ static void check_model(const char *path, const char *what, bool recurrent)
             CHECK(brigade_memory_plan(m, &so, &plan, &err) == BRIGADE_OK, "%s: %s", what,
                   err.message);
 
-            memset(&rep, 0, sizeof rep);
-            struct llama_context_params cp = llama_context_default_params();
-            cp.n_ctx = contexts[c];
-            cp.n_batch = cp.n_ubatch = 64;
-            cp.n_seq_max = 1;
-            cp.n_threads = cp.n_threads_batch = 1;
-            cp.type_k = cp.type_v = cache_ggml[t];
-            cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED;
-            struct llama_context *ctx = llama_init_from_model(lm, cp);
-            CHECK(ctx != NULL, "%s: llama.cpp cannot create a context", what);
-            if (ctx)
-                llama_free(ctx);
+            CHECK(llama_allocates(lm, contexts[c], 1, cache_ggml[t]),
+                  "%s: llama.cpp cannot create a context", what);
             const double mib = 1024.0 * 1024.0;
             CHECK(rep.kv_seen, "%s: llama.cpp reported no KV cache", what);
             CHECK(rep.kv_cells == contexts[c], "%s: llama.cpp has %u cells for a context of %u",
@@ -125,17 +133,8 @@ static void check_model(const char *path, const char *what, bool recurrent)
                                       .n_seq_max = 4};
         brigade_memory plan;
         CHECK(brigade_memory_plan(m, &so, &plan, &err) == BRIGADE_OK, "%s: %s", what, err.message);
-        memset(&rep, 0, sizeof rep);
-        struct llama_context_params cp = llama_context_default_params();
-        cp.n_ctx = 4096;
-        cp.n_batch = cp.n_ubatch = 64;
-        cp.n_seq_max = 4;
-        cp.n_threads = cp.n_threads_batch = 1;
-        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED;
-        struct llama_context *ctx = llama_init_from_model(lm, cp);
-        CHECK(ctx != NULL, "%s: llama.cpp cannot create a 4-sequence context", what);
-        if (ctx)
-            llama_free(ctx);
+        CHECK(llama_allocates(lm, 4096, 4, GGML_TYPE_F16),
+              "%s: llama.cpp cannot create a 4-sequence context", what);
         const double mib = 1024.0 * 1024.0;
         CHECK(rep.kv_seen && fabs(plan.kv_bytes / mib - rep.kv_mib) <= 0.00501,
               "%s -np 4: KV plan %.4f MiB, llama.cpp %.2f MiB", what, plan.kv_bytes / mib,
