@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "cli.h"
 #include "commands.h"
@@ -381,17 +380,10 @@ int cmd_fit(int argc, char **argv)
         default_contexts(m, &a);
     char name[256];
     if (a.spec) {
-        size_t n;
-        const brigade_catalogue_entry *e = brigade_catalogue(&n);
-        const char *colon = strchr(a.spec, ':');
-        snprintf(name, sizeof name, "%s", a.spec);
-        brigade_ftype ft = BRIGADE_FTYPE_BF16;
-        brigade_ftype_from_name(colon + 1, &ft); /* the catalogue accepted it */
-        for (size_t i = 0; i < n; i++)
-            if (!strncasecmp(e[i].name, a.spec, (size_t)(colon - a.spec)) &&
-                strlen(e[i].name) == (size_t)(colon - a.spec))
-                snprintf(name, sizeof name, "%s %s from the catalogue", e[i].display_name,
-                         brigade_ftype_name(ft));
+        brigade_ftype ft;
+        const brigade_catalogue_entry *e = brigade_catalogue_find(a.spec, &ft);
+        snprintf(name, sizeof name, "%s %s from the catalogue", e->display_name,
+                 brigade_ftype_name(ft)); /* the catalogue accepted the spec */
     } else {
         snprintf(name, sizeof name, "%s", a.path);
     }

@@ -452,6 +452,9 @@ typedef struct brigade_catalogue_entry {
 const brigade_catalogue_entry *brigade_catalogue(size_t *n);
 /* The file types listed for every entry (Q4_0 ... BF16). */
 const brigade_ftype *brigade_catalogue_quants(size_t *n);
+/* The entry and file type a "NAME:QUANT" spec names (any case); NULL if
+ * it names none. */
+const brigade_catalogue_entry *brigade_catalogue_find(const char *spec, brigade_ftype *ftype);
 /* "qwen3.6-35b-a3b:Q4_K_M": the model as llama.cpp's quantizer writes that
  * file type from the BF16 original (tensor types and sizes exact; the
  * tokenizer metadata is a stand-in). It has no weights: brigade_memory_plan

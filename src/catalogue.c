@@ -51,17 +51,24 @@ static brigade_status unknown(const char *spec, brigade_error *err)
                    spec, names);
 }
 
+const brigade_catalogue_entry *brigade_catalogue_find(const char *spec, brigade_ftype *ftype)
+{
+    const char *colon = strchr(spec, ':');
+    if (!colon || !brigade_ftype_from_name(colon + 1, ftype))
+        return NULL;
+    size_t name_len = (size_t)(colon - spec);
+    for (size_t i = 0; i < sizeof entries / sizeof *entries; i++)
+        if (strlen(entries[i].name) == name_len && strncasecmp(entries[i].name, spec, name_len) == 0)
+            return &entries[i];
+    return NULL;
+}
+
 brigade_status brigade_catalogue_model(const char *spec, brigade_model **out, brigade_error *err)
 {
     *out = NULL;
-    const char *colon = strchr(spec, ':');
-    size_t name_len = colon ? (size_t)(colon - spec) : 0;
-    const brigade_catalogue_entry *entry = NULL;
-    for (size_t i = 0; colon && i < sizeof entries / sizeof *entries; i++)
-        if (strlen(entries[i].name) == name_len && strncasecmp(entries[i].name, spec, name_len) == 0)
-            entry = &entries[i];
     brigade_ftype ftype;
-    if (!entry || !brigade_ftype_from_name(colon + 1, &ftype))
+    const brigade_catalogue_entry *entry = brigade_catalogue_find(spec, &ftype);
+    if (!entry)
         return unknown(spec, err);
 
     brigade_synth_options o = {.preset = entry->name, .seed = 1, .mix = true, .ftype = ftype};
