@@ -35,7 +35,7 @@ bool cli_parse_u32(const char *flag, const char *text, uint32_t *out)
     return true;
 }
 
-bool cli_parse_type(const char *text, uint32_t *out)
+bool cli_type_from_name(const char *text, uint32_t *out)
 {
     for (uint32_t t = 0; t < 256; t++) {
         const char *name = brigade_type_name(t);
@@ -49,6 +49,13 @@ bool cli_parse_type(const char *text, uint32_t *out)
             return true;
         }
     }
+    return false;
+}
+
+bool cli_parse_type(const char *text, uint32_t *out)
+{
+    if (cli_type_from_name(text, out))
+        return true;
     fprintf(stderr, "unknown tensor type '%s'\n", text);
     return false;
 }

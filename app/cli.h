@@ -11,7 +11,9 @@
 
 bool cli_parse_u64(const char *flag, const char *text, uint64_t *out);
 bool cli_parse_u32(const char *flag, const char *text, uint32_t *out);
-/* A tensor type name ("q4_k", "F16"), as a GGUF type id. */
+/* A tensor type name ("q4_k", "F16"), as a GGUF type id; the parse
+ * variant says on stderr when there is none. */
+bool cli_type_from_name(const char *text, uint32_t *out);
 bool cli_parse_type(const char *text, uint32_t *out);
 
 /* A KV-cache type name (f16, f32, q8_0, q4_0). */

@@ -2,7 +2,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
 #include "brigade.h"
@@ -33,16 +32,6 @@ static void synth_usage(FILE *out)
             "                    the exact header and size of a full model, for planning\n");
 }
 
-static bool is_type_name(const char *text)
-{
-    for (uint32_t t = 0; t < 256; t++) {
-        const char *name = brigade_type_name(t);
-        if (name && strcasecmp(name, text) == 0)
-            return true;
-    }
-    return false;
-}
-
 static void show_progress(void *user, uint64_t done, uint64_t total)
 {
     cli_progress_update(user, done, total);
@@ -69,7 +58,8 @@ int cmd_synth(int argc, char **argv)
         } else if (!strcmp(a, "--type") && i + 1 < argc) {
             /* a plain type is uniform; a name only file types have is a mix */
             const char *t = argv[++i];
-            if (brigade_ftype_from_name(t, &o.ftype) && !is_type_name(t))
+            uint32_t plain;
+            if (brigade_ftype_from_name(t, &o.ftype) && !cli_type_from_name(t, &plain))
                 o.mix = true;
             else if (!cli_parse_type(t, &o.type))
                 return 2;
