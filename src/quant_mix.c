@@ -68,25 +68,32 @@ static long block_of(const char *name)
     return end != name + 4 && *end == '.' ? n : -1;
 }
 
-static const bg_mix_tensor *sort_base;
+typedef struct order_key {
+    long block;
+    const char *name;
+    size_t index;
+} order_key;
 
 static int cmp_order(const void *a, const void *b)
 {
-    const bg_mix_tensor *ta = &sort_base[*(const size_t *)a];
-    const bg_mix_tensor *tb = &sort_base[*(const size_t *)b];
-    long la = block_of(ta->name), lb = block_of(tb->name);
-    if (la != lb)
-        return la < lb ? -1 : 1;
-    return strcmp(ta->name, tb->name);
+    const order_key *ka = a, *kb = b;
+    if (ka->block != kb->block)
+        return ka->block < kb->block ? -1 : 1;
+    return strcmp(ka->name, kb->name);
 }
 
-void bg_mix_order(const bg_mix_tensor *tensors, size_t n, size_t *perm)
+bool bg_mix_order(const bg_mix_tensor *tensors, size_t n, size_t *perm)
 {
+    order_key *keys = malloc((n ? n : 1) * sizeof *keys);
+    if (!keys)
+        return false;
     for (size_t i = 0; i < n; i++)
-        perm[i] = i;
-    sort_base = tensors; /* qsort has no context argument in C11 */
-    qsort(perm, n, sizeof *perm, cmp_order);
-    sort_base = NULL;
+        keys[i] = (order_key){block_of(tensors[i].name), tensors[i].name, i};
+    qsort(keys, n, sizeof *keys, cmp_order);
+    for (size_t i = 0; i < n; i++)
+        perm[i] = keys[i].index;
+    free(keys);
+    return true;
 }
 
 /* ------------------------------------------------------------ categories */
@@ -267,9 +274,10 @@ brigade_status bg_mix_assign(const bg_mix_tensor *tensors, size_t n, uint32_t n_
             s.tied_embeddings = false;
     }
     size_t *perm = malloc((n ? n : 1) * sizeof *perm);
-    if (!perm)
+    if (!perm || !bg_mix_order(tensors, n, perm)) {
+        free(perm);
         return bg_fail(err, BRIGADE_ERR_NOMEM, "out of memory");
-    bg_mix_order(tensors, n, perm);
+    }
     brigade_status st = BRIGADE_OK;
     for (size_t k = 0; k < n && !st; k++) {
         const bg_mix_tensor *t = &tensors[perm[k]];

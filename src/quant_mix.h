@@ -29,8 +29,9 @@ typedef struct bg_mix_options {
 
 /* The quantizer's tensor order: tensors outside blocks first, then block by
  * block (blk.N.), by name within each. Some rules count tensors in this
- * order, and output files are written in it. perm receives n indices. */
-void bg_mix_order(const bg_mix_tensor *tensors, size_t n, size_t *perm);
+ * order, and output files are written in it. perm receives n indices;
+ * false when out of memory. */
+bool bg_mix_order(const bg_mix_tensor *tensors, size_t n, size_t *perm);
 
 /* Whether llama.cpp's quantizer may change a tensor's type at all (matrices
  * named *.weight, except norms, the router and the DeltaNet convolution). */

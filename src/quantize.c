@@ -121,10 +121,12 @@ static brigade_status copy_metadata(const brigade_gguf *in, bg_gguf_writer *w,
     return st;
 }
 
-/* The target type of every tensor, and what converting to it needs. */
+/* The target type of every tensor, what converting to it needs, and the
+ * order to write them in (llama.cpp's: outside the blocks first, then
+ * block by block). */
 static brigade_status plan_jobs(const brigade_gguf *in, const char *path,
                                 const brigade_quantize_options *o, tensor_job *jobs,
-                                brigade_quantize_report *rep, brigade_error *err)
+                                size_t *order, brigade_quantize_report *rep, brigade_error *err)
 {
     bg_hparams hp;
     brigade_status st = bg_hparams_read(in, &hp, err);
@@ -146,6 +148,8 @@ static brigade_status plan_jobs(const brigade_gguf *in, const char *path,
     if (!st)
         st = bg_mix_assign(mt, (size_t)n, hp.n_layers, hp.n_expert, &mo, types, &rep->n_fallback,
                            err);
+    if (!st && !bg_mix_order(mt, (size_t)n, order))
+        st = bg_fail(err, BRIGADE_ERR_NOMEM, "quantize: out of memory");
     for (int64_t i = 0; i < n && !st; i++) {
         const brigade_tensor_info *t = brigade_gguf_tensor(in, i);
         jobs[i] = (tensor_job){.t = t, .to_type = types[i]};
@@ -188,7 +192,6 @@ static brigade_status quantize_file(const brigade_gguf *in, const char *in_path,
     int64_t n = brigade_gguf_tensor_count(in);
     tensor_job *jobs = calloc((size_t)(n ? n : 1), sizeof *jobs);
     size_t *order = calloc((size_t)(n ? n : 1), sizeof *order);
-    bg_mix_tensor *mt = calloc((size_t)(n ? n : 1), sizeof *mt);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     unsigned threads = o->n_threads ? o->n_threads : (cores > 0 ? (unsigned)cores : 1);
     run r = {.o = o, .pool = bg_pool_acquire(threads), .out_cap = SLAB_FLOATS * sizeof(float)};
@@ -200,17 +203,12 @@ static brigade_status quantize_file(const brigade_gguf *in, const char *in_path,
     r.work = malloc(max_ne0 * threads * sizeof(float));
     r.w = bg_gguf_writer_new(brigade_gguf_alignment(in));
     brigade_status st = BRIGADE_OK;
-    if (!jobs || !order || !mt || !r.pool || !r.out || !r.work || !r.w)
+    if (!jobs || !order || !r.pool || !r.out || !r.work || !r.w)
         st = bg_fail(err, BRIGADE_ERR_NOMEM, "quantize: out of memory");
     if (!st)
-        st = plan_jobs(in, in_path, o, jobs, rep, err);
+        st = plan_jobs(in, in_path, o, jobs, order, rep, err);
     if (!st)
         st = copy_metadata(in, r.w, o->ftype, err);
-    /* llama.cpp's order: outside the blocks first, then block by block */
-    for (int64_t i = 0; i < n && !st; i++)
-        mt[i] = (bg_mix_tensor){.name = jobs[i].t->name};
-    if (!st)
-        bg_mix_order(mt, (size_t)n, order);
     for (int64_t k = 0; k < n && !st; k++) {
         const brigade_tensor_info *t = jobs[order[k]].t;
         st = bg_gguf_add_tensor(r.w, t->name, jobs[order[k]].to_type, t->n_dims, t->ne, err);
@@ -240,7 +238,6 @@ static brigade_status quantize_file(const brigade_gguf *in, const char *in_path,
     free(r.work);
     free(jobs);
     free(order);
-    free(mt);
     return st;
 }
 
