@@ -225,13 +225,10 @@ static brigade_status mixed_type(mix_state *s, const bg_mix_tensor *t, category 
     return st;
 }
 
-/* A row length the chosen type's blocks do not divide takes the nearest
- * 32-element format, or F16 as the last resort. */
-static uint32_t fit_row(uint32_t type, uint64_t ne0, uint32_t *n_fallback)
+uint32_t bg_mix_fit_row(uint32_t type, uint64_t ne0)
 {
     if (ne0 % block_elems(type) == 0)
         return type;
-    (*n_fallback)++;
     uint32_t alt = type;
     switch (type) {
     case BG_TYPE_Q4_K: alt = BG_TYPE_Q5_0; break;
@@ -299,8 +296,11 @@ brigade_status bg_mix_assign(const bg_mix_tensor *tensors, size_t n, uint32_t n_
             continue;
         if (!opts->pure)
             st = mixed_type(&s, t, c, out, err);
-        if (!st)
-            *out = fit_row(*out, t->ne[0], &fallbacks);
+        if (!st) {
+            uint32_t chosen = *out;
+            *out = bg_mix_fit_row(chosen, t->ne[0]);
+            fallbacks += *out != chosen;
+        }
     }
     free(perm);
     if (n_fallback)

@@ -37,6 +37,11 @@ bool bg_mix_order(const bg_mix_tensor *tensors, size_t n, size_t *perm);
  * named *.weight, except norms, the router and the DeltaNet convolution). */
 bool bg_mix_quantizable(const bg_mix_tensor *t);
 
+/* type, or the type llama.cpp's quantizer falls back to when rows of ne0
+ * elements do not hold whole blocks of it (the nearest 32-element format,
+ * F16 as the last resort). */
+uint32_t bg_mix_fit_row(uint32_t type, uint64_t ne0);
+
 /* types[i] receives the type of tensors[i]. n_layers is the model's
  * block_count and n_expert its expert_count. n_fallback (may be NULL)
  * counts tensors whose row length forced a different type than the rules

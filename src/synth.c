@@ -67,35 +67,14 @@ typedef struct plan_tensor {
     uint32_t type;
 } plan_tensor;
 
-/* Types llama.cpp's quantizer falls back to when a row does not hold whole
- * blocks of the requested type. */
-static uint32_t fallback_type(uint32_t type)
-{
-    switch (type) {
-    case BG_TYPE_Q4_K: return BG_TYPE_Q5_0;
-    case BG_TYPE_Q5_K: return BG_TYPE_Q5_1;
-    case BG_TYPE_Q6_K: return BG_TYPE_Q8_0;
-    case BG_TYPE_IQ4_XS: return BG_TYPE_IQ4_NL;
-    default: return BG_TYPE_F16;
-    }
-}
-
-/* Matrices take the requested type (or its fallback); everything else stays
- * f32, as llama.cpp's quantizer leaves norms, router and convolution. */
+/* Matrices take the requested type (or llama.cpp's fallback for their row
+ * length); everything else stays f32, as llama.cpp's quantizer leaves
+ * norms, router and convolution. */
 static uint32_t storage_type(const bg_tensor_spec *s, uint32_t want)
 {
-    if (s->kind != BG_KIND_MATRIX)
-        return BG_TYPE_F32;
-    uint64_t bytes;
-    for (int tries = 0; tries < 3; tries++) {
-        if (bg_type_row_bytes((bg_type)want, s->ne[0], &bytes))
-            return want;
-        want = fallback_type(want);
-    }
-    return BG_TYPE_F32;
+    return s->kind == BG_KIND_MATRIX ? bg_mix_fit_row(want, s->ne[0]) : BG_TYPE_F32;
 }
 
-/* The types llama.cpp's quantizer gives a BF16 original for ftype. */
 static brigade_status apply_mix(const bg_hparams *hp, brigade_ftype ftype, plan_tensor *plan,
                                 size_t n, brigade_error *err)
 {
