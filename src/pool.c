@@ -86,7 +86,9 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-bg_pool *bg_pool_new(unsigned n_threads)
+static void pool_free(bg_pool *p);
+
+static bg_pool *pool_new(unsigned n_threads)
 {
     bg_pool *p = calloc(1, sizeof *p);
     if (!p)
@@ -105,7 +107,7 @@ bg_pool *bg_pool_new(unsigned n_threads)
     p->args = calloc(extra ? extra : 1, sizeof *p->args);
     if (!p->threads || !p->args) {
         p->n_threads = 1;
-        bg_pool_free(p);
+        pool_free(p);
         return NULL;
     }
     for (unsigned i = 0; i < extra; i++) {
@@ -118,7 +120,7 @@ bg_pool *bg_pool_new(unsigned n_threads)
     return p;
 }
 
-void bg_pool_free(bg_pool *p)
+static void pool_free(bg_pool *p)
 {
     if (!p)
         return;
@@ -183,7 +185,7 @@ bg_pool *bg_pool_acquire(unsigned n_threads)
     bg_pool *p = shared;
     while (p && p->n_threads != n_threads)
         p = p->next_shared;
-    if (!p && (p = bg_pool_new(n_threads)) != NULL) {
+    if (!p && (p = pool_new(n_threads)) != NULL) {
         p->next_shared = shared;
         shared = p;
     }
@@ -207,5 +209,5 @@ void bg_pool_release(bg_pool *p)
     }
     pthread_mutex_unlock(&shared_lock);
     if (last)
-        bg_pool_free(p);
+        pool_free(p);
 }

@@ -18,9 +18,6 @@ typedef void (*bg_pool_fn)(void *ctx, int64_t task, unsigned worker);
 bg_pool *bg_pool_acquire(unsigned n_threads);
 void bg_pool_release(bg_pool *pool);
 
-/* A private pool (tests and benchmarks). */
-bg_pool *bg_pool_new(unsigned n_threads);
-void bg_pool_free(bg_pool *pool);
 unsigned bg_pool_threads(const bg_pool *pool);
 void bg_pool_run(bg_pool *pool, int64_t n_tasks, bg_pool_fn fn, void *ctx);
 
