@@ -1,7 +1,10 @@
 #include "kernels.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
+
+#include "fp16.h"
 
 #include "quant.h"
 
@@ -89,12 +92,42 @@ size_t bg_kernel_dot_variants(bg_type type, bg_dot_variant *out, size_t cap)
     return n;
 }
 
+static void vec_mad_f16_scalar(int64_t n, uint16_t *y, const uint16_t *x, float s)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = bg_f32_to_f16(fmaf(bg_f16_to_f32(x[i]), s, bg_f16_to_f32(y[i])));
+}
+
+static void vec_scale_f16_scalar(int64_t n, uint16_t *y, float s)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = bg_f32_to_f16(bg_f16_to_f32(y[i]) * s);
+}
+
+static void vec_f16_to_f32_scalar(int64_t n, float *y, const uint16_t *x)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = bg_f16_to_f32(x[i]);
+}
+
 static bg_dot_fn chosen[BG_TYPE_COUNT];
+static struct {
+    void (*mad_f16)(int64_t n, uint16_t *y, const uint16_t *x, float s);
+    void (*scale_f16)(int64_t n, uint16_t *y, float s);
+    void (*f16_to_f32)(int64_t n, float *y, const uint16_t *x);
+} vec = {vec_mad_f16_scalar, vec_scale_f16_scalar, vec_f16_to_f32_scalar};
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 
 /* The last variant listed is the fastest. */
 static void choose_all(void)
 {
+#ifdef BG_KERNELS_X86
+    if (cpu_has_avx2()) {
+        vec.mad_f16 = bg_vec_mad_f16_avx2;
+        vec.scale_f16 = bg_vec_scale_f16_avx2;
+        vec.f16_to_f32 = bg_vec_f16_to_f32_avx2;
+    }
+#endif
     for (int t = 0; t < BG_TYPE_COUNT; t++) {
         bg_dot_variant v[4];
         size_t n = bg_kernel_dot_variants((bg_type)t, v, 4);
@@ -108,4 +141,22 @@ bg_dot_fn bg_kernel_dot(bg_type type)
         return NULL;
     pthread_once(&chosen_once, choose_all);
     return chosen[type];
+}
+
+void bg_vec_mad_f16(int64_t n, uint16_t *y, const uint16_t *x, float s)
+{
+    pthread_once(&chosen_once, choose_all);
+    vec.mad_f16(n, y, x, s);
+}
+
+void bg_vec_scale_f16(int64_t n, uint16_t *y, float s)
+{
+    pthread_once(&chosen_once, choose_all);
+    vec.scale_f16(n, y, s);
+}
+
+void bg_vec_f16_to_f32(int64_t n, float *y, const uint16_t *x)
+{
+    pthread_once(&chosen_once, choose_all);
+    vec.f16_to_f32(n, y, x);
 }

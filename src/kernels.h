@@ -25,6 +25,17 @@ bg_dot_fn bg_kernel_dot(bg_type type);
  * first; returns how many (at most cap are written). */
 size_t bg_kernel_dot_variants(bg_type type, bg_dot_variant *out, size_t cap);
 
+/* Element-wise kernels on rows of f16 bit patterns (attention's f16
+ * accumulator, as ggml's flash attention keeps it), each element rounded to
+ * nearest even once per operation; SIMD where the CPU has it, bitwise equal
+ * to the scalar loops:
+ *   mad:    y = f16(fma(x, s, y))
+ *   scale:  y = f16(y * s)
+ *   to_f32: y = x as floats */
+void bg_vec_mad_f16(int64_t n, uint16_t *y, const uint16_t *x, float s);
+void bg_vec_scale_f16(int64_t n, uint16_t *y, float s);
+void bg_vec_f16_to_f32(int64_t n, float *y, const uint16_t *x);
+
 /* x86 SIMD variants (src/kernels_x86_*.c); each is compiled for its target
  * with function attributes and called only when the CPU has it. */
 #if defined(__x86_64__) || defined(__i386__)
@@ -42,6 +53,9 @@ float bg_dot_q4_K_avx2(int64_t n, const void *w, const void *a);
 float bg_dot_q5_K_avx2(int64_t n, const void *w, const void *a);
 float bg_dot_q6_K_avx2(int64_t n, const void *w, const void *a);
 float bg_dot_iq4_xs_avx2(int64_t n, const void *w, const void *a);
+void bg_vec_mad_f16_avx2(int64_t n, uint16_t *y, const uint16_t *x, float s);
+void bg_vec_scale_f16_avx2(int64_t n, uint16_t *y, float s);
+void bg_vec_f16_to_f32_avx2(int64_t n, float *y, const uint16_t *x);
 float bg_dot_q8_0_avx512(int64_t n, const void *w, const void *a);
 float bg_dot_q4_0_avx512(int64_t n, const void *w, const void *a);
 float bg_dot_q4_K_avx512(int64_t n, const void *w, const void *a);

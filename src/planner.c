@@ -53,7 +53,6 @@ void bg_plan_session(const bg_hparams *hp, uint32_t n_ctx, uint32_t n_ubatch, ui
     b[BG_BUF_CHOSEN] = ub * K * sizeof(int32_t);
     b[BG_BUF_CHOSEN_W] = ub * K * F;
     b[BG_BUF_MEMBERS] = ub * sizeof(int32_t);
-    b[BG_BUF_ACC] = b[BG_BUF_VROW] = (uint64_t)hp->head_dim * F;
     uint64_t max_in = max3(hp->n_embd, max3(qh, value_dim, hp->n_ff_exp), hp->n_ff_shexp);
     b[BG_BUF_XQ] = bg_matmul_scratch(max_in, ub);
     b[BG_BUF_TOK_SEQ] = b[BG_BUF_TOK_POS] = ub * sizeof(uint32_t);

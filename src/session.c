@@ -58,8 +58,7 @@ static brigade_status alloc_state(brigade_session *s, brigade_error *err)
         [BG_BUF_FF_UP] = (void **)&s->ff_up,  [BG_BUF_GX] = (void **)&s->gx,
         [BG_BUF_GY] = (void **)&s->gy,        [BG_BUF_SLOT_OUT] = (void **)&s->slot_out,
         [BG_BUF_CHOSEN] = (void **)&s->chosen, [BG_BUF_CHOSEN_W] = (void **)&s->chosen_w,
-        [BG_BUF_MEMBERS] = (void **)&s->members, [BG_BUF_ACC] = (void **)&s->acc,
-        [BG_BUF_VROW] = (void **)&s->vrow,    [BG_BUF_XQ] = (void **)&s->xq,
+        [BG_BUF_MEMBERS] = (void **)&s->members, [BG_BUF_XQ] = (void **)&s->xq,
         [BG_BUF_TOK_SEQ] = (void **)&s->tok_seq, [BG_BUF_TOK_POS] = (void **)&s->tok_pos,
         [BG_BUF_SEQ_PAST] = (void **)&s->seq_past, [BG_BUF_SEQ_COUNT] = (void **)&s->seq_count,
     };
@@ -204,8 +203,8 @@ void brigade_session_free(brigade_session *s)
     free(s->layers);
     void *bufs[] = {s->x,      s->xn,      s->out,    s->q,      s->kv,     s->attn,
                     s->gate,   s->router,  s->heads,  s->ff_gate, s->ff_up,  s->gx,
-                    s->gy,     s->slot_out, s->chosen, s->chosen_w, s->members, s->acc,
-                    s->vrow,   s->xq,     s->tok_seq, s->tok_pos, s->seq_past, s->seq_count};
+                    s->gy,     s->slot_out, s->chosen, s->chosen_w, s->members, s->xq,
+                        s->tok_seq, s->tok_pos, s->seq_past, s->seq_count};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         free(bufs[i]);
     bg_pool_release(s->pool);

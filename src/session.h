@@ -51,9 +51,7 @@ struct brigade_session {
     int32_t *chosen;  /* [ub][n_expert_used] routed experts */
     float *chosen_w;  /* [ub][n_expert_used] their weights */
     int32_t *members; /* [ub * n_expert_used] (token, rank) slots routed to one expert */
-    float *acc;     /* [head_dim] attention accumulator (f32, or f16 bits) */
-    float *vrow;    /* [head_dim] a V row as f32 */
-    void *xq;       /* converted activations for bg_matmul, and one query */
+    void *xq;       /* converted activations for bg_matmul, or the micro-batch's queries */
 };
 
 /* One sequence's state in a layer. */

@@ -33,76 +33,95 @@ void bg_norm_tokens(brigade_session *s, const brigade_tensor_info *weight)
         bg_rmsnorm(s->xn + i * n, s->x + i * n, weight->data, n, s->hp->rms_eps);
 }
 
-/* One head's attention over positions 0..pos of a sequence's cache, with the
- * arithmetic of llama.cpp's CPU flash attention: the query converted to
- * the K type's dot format, scores s = (q . k) * scale, an online softmax,
- * and V accumulated in f32, or in f16 for an f16 V cache. */
-static void attend_head(brigade_session *s, const uint8_t *k_cache, const uint8_t *v_cache,
-                        const float *q, int64_t kvh, uint32_t pos, float scale, float *out)
-{
-    const int64_t D = s->hp->head_dim;
-    const bg_quant_ops *kops = bg_quant_ops_get((bg_type)s->type_k);
-    const bg_quant_ops *vops = bg_quant_ops_get((bg_type)s->type_v);
-    const bg_quant_ops *qops = bg_quant_ops_get(kops->dot_type);
-    const bg_dot_fn kdot = bg_kernel_dot((bg_type)s->type_k);
-    uint64_t k_head_bytes, v_head_bytes;
-    bg_type_row_bytes((bg_type)s->type_k, (uint64_t)D, &k_head_bytes);
-    bg_type_row_bytes((bg_type)s->type_v, (uint64_t)D, &v_head_bytes);
-    qops->quantize_activations(q, s->xq, D);
+/* Attention over one micro-batch, split over the worker pool in three
+ * passes: each token's query, key and value prepared (and K, V cached),
+ * then each (token, head) pair attended, then each token's output rotated
+ * and gated. A pair's arithmetic is the same in every split. */
+typedef struct attn_job {
+    brigade_session *s;
+    const bg_layer *L;
+    const bg_layer_state *st;
+    bool gated_q;
+    float scale;
+    uint64_t q_head_bytes, k_head_bytes, v_head_bytes; /* one head of a query (K's dot format), K, V */
+} attn_job;
 
+/* The largest head_dim hparams.c accepts. */
+#define MAX_HEAD_DIM 4096
+
+/* One head's attention over positions 0..pos of a sequence's cache, with the
+ * arithmetic of llama.cpp's CPU flash attention: the query already in the
+ * K type's dot format, scores s = (q . k) * scale, an online softmax, and V
+ * accumulated in f32, or in f16 for an f16 V cache. */
+static void attend_head(const attn_job *j, const uint8_t *k_cache, const uint8_t *v_cache,
+                        const uint8_t *qx, int64_t kvh, uint32_t pos, float *out)
+{
+    const brigade_session *s = j->s;
+    const int64_t D = s->hp->head_dim;
+    const bg_quant_ops *vops = bg_quant_ops_get((bg_type)s->type_v);
+    const bg_dot_fn kdot = bg_kernel_dot((bg_type)s->type_k);
     const bool f16_acc = s->type_v == BG_TYPE_F16;
-    uint16_t *acc16 = (uint16_t *)s->acc;
-    float *acc32 = s->acc;
-    memset(s->acc, 0, (size_t)D * sizeof(float));
+    uint16_t acc16[MAX_HEAD_DIM];
+    float vrow[MAX_HEAD_DIM];
+    float *acc32 = out;
+    if (f16_acc)
+        memset(acc16, 0, (size_t)D * sizeof *acc16);
+    else
+        memset(acc32, 0, (size_t)D * sizeof *acc32);
     float S = 0.0f, M = -INFINITY;
     for (uint32_t t = 0; t <= pos; t++) {
-        const uint8_t *kt = k_cache + t * s->k_row_bytes + kvh * k_head_bytes;
-        const uint8_t *vt = v_cache + t * s->v_row_bytes + kvh * v_head_bytes;
-        const float sc = kdot(D, kt, s->xq) * scale;
+        const uint8_t *kt = k_cache + t * s->k_row_bytes + kvh * j->k_head_bytes;
+        const uint8_t *vt = v_cache + t * s->v_row_bytes + kvh * j->v_head_bytes;
+        const float sc = kdot(D, kt, qx) * j->scale;
         const float m_old = M;
         float ms = 1.0f, vs = 1.0f;
         if (sc > M) {
             M = sc;
             ms = expf(m_old - M);
-            for (int64_t i = 0; i < D; i++) {
-                if (f16_acc)
-                    acc16[i] = bg_f32_to_f16(bg_f16_to_f32(acc16[i]) * ms);
-                else
+            if (f16_acc)
+                bg_vec_scale_f16(D, acc16, ms);
+            else
+                for (int64_t i = 0; i < D; i++)
                     acc32[i] *= ms;
-            }
         } else {
             vs = expf(sc - M);
         }
         if (f16_acc) {
-            const uint16_t *v16 = (const uint16_t *)(const void *)vt;
-            for (int64_t i = 0; i < D; i++)
-                acc16[i] = bg_f32_to_f16(fmaf(bg_f16_to_f32(v16[i]), vs, bg_f16_to_f32(acc16[i])));
+            bg_vec_mad_f16(D, acc16, (const uint16_t *)(const void *)vt, vs);
         } else {
-            vops->dequantize(vt, s->vrow, D);
+            vops->dequantize(vt, vrow, D);
             for (int64_t i = 0; i < D; i++)
-                acc32[i] += s->vrow[i] * vs;
+                acc32[i] += vrow[i] * vs;
         }
         S = S * ms + vs;
     }
     const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+    if (f16_acc)
+        bg_vec_f16_to_f32(D, out, acc16);
     for (int64_t i = 0; i < D; i++)
-        out[i] = (f16_acc ? bg_f16_to_f32(acc16[i]) : acc32[i]) * inv;
+        out[i] *= inv;
 }
 
-/* Prepares one token's query, key and value and stores K and V in the
+/* Prepares token i's query, key and value and stores K and V in the
  * cache: q split from its gate, QK-norm, rope at pos, and for quantized
  * caches the Hadamard rotation llama.cpp applies (it spreads outliers
  * before rounding; q and k rotate alike so q.k is kept, V's rotation is
- * undone on the output). */
-static void prepare_token(brigade_session *s, const bg_layer *L, const bg_layer_state *st,
-                          uint32_t i, bool gated_q)
+ * undone on the output). The query's heads are then converted to K's dot
+ * format, as llama.cpp converts them once per row, into token i's part of
+ * s->xq. */
+static void prepare_task(void *ctx, int64_t task, unsigned worker)
 {
+    (void)worker;
+    const attn_job *j = ctx;
+    brigade_session *s = j->s;
+    const bg_layer *L = j->L;
     const bg_hparams *hp = s->hp;
+    const uint32_t i = (uint32_t)task;
     const int64_t D = hp->head_dim, H = hp->n_head, kv_dim = (int64_t)hp->n_head_kv * D;
     const uint32_t pos = s->tok_pos[i], seq = s->tok_seq[i];
     float *q = s->q + i * s->q_width, *gate = s->gate + i * s->a_width;
     float *k = s->kv + (size_t)i * 2 * kv_dim, *v = k + kv_dim;
-    if (gated_q) {
+    if (j->gated_q) {
         /* the projection interleaves per head [query | gate] */
         for (int64_t h = 0; h < H; h++) {
             memcpy(gate + h * D, q + (2 * h + 1) * D, (size_t)D * sizeof(float));
@@ -120,43 +139,81 @@ static void prepare_token(brigade_session *s, const bg_layer *L, const bg_layer_
     if (s->v_rotation)
         bg_hadamard(v, kv_dim, s->v_rotation);
     /* converted as llama.cpp's copy into its cache converts */
-    bg_quant_ops_get((bg_type)s->type_k)->quantize_activations(k, bg_seq_k(s, st, seq) + pos * s->k_row_bytes, kv_dim);
-    bg_quant_ops_get((bg_type)s->type_v)->quantize_activations(v, bg_seq_v(s, st, seq) + pos * s->v_row_bytes, kv_dim);
+    bg_quant_ops_get((bg_type)s->type_k)->quantize_activations(k, bg_seq_k(s, j->st, seq) + pos * s->k_row_bytes, kv_dim);
+    bg_quant_ops_get((bg_type)s->type_v)->quantize_activations(v, bg_seq_v(s, j->st, seq) + pos * s->v_row_bytes, kv_dim);
+    const bg_quant_ops *qops = bg_quant_ops_get(bg_quant_ops_get((bg_type)s->type_k)->dot_type);
+    uint8_t *qx = (uint8_t *)s->xq + (uint64_t)i * H * j->q_head_bytes;
+    for (int64_t h = 0; h < H; h++)
+        qops->quantize_activations(q + h * D, qx + h * j->q_head_bytes, D);
+}
+
+/* Task = token * n_head + head. */
+static void attend_task(void *ctx, int64_t task, unsigned worker)
+{
+    (void)worker;
+    const attn_job *j = ctx;
+    const brigade_session *s = j->s;
+    const int64_t H = s->hp->n_head, D = s->hp->head_dim, group = H / s->hp->n_head_kv;
+    const uint32_t i = (uint32_t)(task / H);
+    const int64_t h = task % H;
+    const uint8_t *qx = (const uint8_t *)s->xq + ((uint64_t)i * H + h) * j->q_head_bytes;
+    attend_head(j, bg_seq_k(s, j->st, s->tok_seq[i]), bg_seq_v(s, j->st, s->tok_seq[i]), qx,
+                h / group, s->tok_pos[i], s->attn + i * s->a_width + h * D);
+}
+
+/* qwen35moe's output is gated by sigmoid(gate); qwen3moe's is plain. */
+static void finish_task(void *ctx, int64_t task, unsigned worker)
+{
+    (void)worker;
+    const attn_job *j = ctx;
+    const brigade_session *s = j->s;
+    const int64_t HD = (int64_t)s->hp->n_head * s->hp->head_dim;
+    float *attn = s->attn + task * s->a_width;
+    if (s->v_rotation)
+        bg_hadamard(attn, HD, s->v_rotation);
+    if (j->gated_q) {
+        const float *gate = s->gate + task * s->a_width;
+        for (int64_t e = 0; e < HD; e++)
+            attn[e] *= bg_sigmoid(gate[e]);
+    }
+}
+
+/* Runs fn over n tasks, on the pool when there is enough work (about
+ * `work` multiply-adds) to pay for waking it. */
+static void run_tasks(brigade_session *s, int64_t n, uint64_t work, bg_pool_fn fn, void *ctx)
+{
+    if (s->pool && n > 1 && work >= (1u << 15))
+        bg_pool_run(s->pool, n, fn, ctx);
+    else
+        for (int64_t t = 0; t < n; t++)
+            fn(ctx, t, 0);
 }
 
 /* Causal attention for the micro-batch: every token's K and V are cached
- * first, then each token attends to its sequence's positions up to its own.
- * qwen35moe's output is gated by sigmoid(gate); qwen3moe's is plain. */
+ * first, then each token attends to its sequence's positions up to its own. */
 void bg_block_attention(brigade_session *s, uint32_t il, bool gated_q)
 {
     const bg_hparams *hp = s->hp;
     const bg_layer *L = &s->model->layers[il];
-    const bg_layer_state *st = &s->layers[il];
     const int64_t D = hp->head_dim, H = hp->n_head, kv_dim = (int64_t)hp->n_head_kv * D;
     const size_t kv_width = 2 * (size_t)kv_dim;
 
     bg_project(s, L->t[BG_ROLE_ATTN_Q], s->xn, hp->n_embd, s->q, s->q_width);
     bg_project(s, L->t[BG_ROLE_ATTN_K], s->xn, hp->n_embd, s->kv, kv_width);
     bg_project(s, L->t[BG_ROLE_ATTN_V], s->xn, hp->n_embd, s->kv + kv_dim, kv_width);
-    for (uint32_t i = 0; i < s->n_tok; i++)
-        prepare_token(s, L, st, i, gated_q);
 
-    const float scale = 1.0f / sqrtf((float)D);
-    const int64_t group = H / hp->n_head_kv;
-    for (uint32_t i = 0; i < s->n_tok; i++) {
-        const float *q = s->q + i * s->q_width;
-        float *attn = s->attn + i * s->a_width;
-        const uint8_t *kc = bg_seq_k(s, st, s->tok_seq[i]), *vc = bg_seq_v(s, st, s->tok_seq[i]);
-        for (int64_t h = 0; h < H; h++)
-            attend_head(s, kc, vc, q + h * D, h / group, s->tok_pos[i], scale, attn + h * D);
-        if (s->v_rotation)
-            bg_hadamard(attn, H * D, s->v_rotation);
-        if (gated_q) {
-            const float *gate = s->gate + i * s->a_width;
-            for (int64_t j = 0; j < H * D; j++)
-                attn[j] *= bg_sigmoid(gate[j]);
-        }
-    }
+    attn_job j = {s, L, &s->layers[il], gated_q, 1.0f / sqrtf((float)D), 0, 0, 0};
+    bg_type_row_bytes(bg_quant_ops_get((bg_type)s->type_k)->dot_type, (uint64_t)D, &j.q_head_bytes);
+    bg_type_row_bytes((bg_type)s->type_k, (uint64_t)D, &j.k_head_bytes);
+    bg_type_row_bytes((bg_type)s->type_v, (uint64_t)D, &j.v_head_bytes);
+    uint64_t span = 0; /* positions attended, all tokens together */
+    for (uint32_t i = 0; i < s->n_tok; i++)
+        span += s->tok_pos[i] + 1;
+    const uint64_t token_work = (uint64_t)(H + kv_dim) * D;
+    run_tasks(s, s->n_tok, s->n_tok * token_work, prepare_task, &j);
+    run_tasks(s, (int64_t)s->n_tok * H, span * H * D, attend_task, &j);
+    if (s->v_rotation || gated_q)
+        run_tasks(s, s->n_tok, s->n_tok * token_work, finish_task, &j);
     bg_project(s, L->t[BG_ROLE_ATTN_OUT], s->attn, s->a_width, s->out, hp->n_embd);
 }
 
