@@ -231,21 +231,29 @@ static void expert_ffn(brigade_session *s, const bg_layer *L, int64_t expert, ui
     bg_matmul(s->pool, &mg, s->gx, n_embd, s->ff_gate, w, n, s->xq);
     bg_matmul(s->pool, &mu, s->gx, n_embd, s->ff_up, w, n, s->xq);
     for (uint32_t r = 0; r < n; r++)
-        for (uint64_t i = 0; i < mg.n_out; i++)
-            s->ff_gate[r * w + i] = bg_silu(s->ff_gate[r * w + i]) * s->ff_up[r * w + i];
+        bg_swiglu_row(s->ff_gate + r * w, s->ff_gate + r * w, s->ff_up + r * w,
+                      (int64_t)mg.n_out);
     bg_matmul(s->pool, &md, s->ff_gate, w, s->gy, n_embd, n, s->xq);
 }
 
 /* Softmax routing over all experts, the top k kept and renormalized; the
- * earlier expert wins a tie. */
-static void route(brigade_session *s, uint32_t i)
+ * earlier expert wins a tie. An f32 router (as converters write it) takes
+ * one bg_dot_f32 per expert, as llama.cpp's single-token product does. */
+static void route(brigade_session *s, const bg_layer *L, uint32_t i)
 {
     const bg_hparams *hp = s->hp;
     float *p = s->router + (size_t)i * hp->n_expert;
+    const brigade_tensor_info *gate = L->t[BG_ROLE_FFN_GATE_INP];
+    if (gate->type == BG_TYPE_F32) {
+        const float *xn = s->xn + (size_t)i * hp->n_embd;
+        for (uint32_t e = 0; e < hp->n_expert; e++)
+            p[e] = bg_dot_f32((const float *)gate->data + (size_t)e * hp->n_embd, xn,
+                              (int64_t)hp->n_embd);
+    }
     int32_t *chosen = s->chosen + (size_t)i * hp->n_expert_used;
     float *w = s->chosen_w + (size_t)i * hp->n_expert_used;
     bg_softmax(p, hp->n_expert, 1.0f);
-    float sum = 0;
+    double sum = 0; /* in double, rounded once, as ggml's sum_rows */
     for (uint32_t k = 0; k < hp->n_expert_used; k++) {
         int32_t best = -1;
         for (uint32_t e = 0; e < hp->n_expert; e++) {
@@ -256,10 +264,12 @@ static void route(brigade_session *s, uint32_t i)
                 best = (int32_t)e;
         }
         chosen[k] = best;
-        sum += p[best];
+        sum += (double)p[best];
     }
+    /* llama.cpp keeps the divisor off zero: at least f16's smallest normal */
+    const float total = fmaxf((float)sum, 6.103515625e-5f);
     for (uint32_t k = 0; k < hp->n_expert_used; k++)
-        w[k] = p[chosen[k]] / sum;
+        w[k] = p[chosen[k]] / total;
 }
 
 /* The routed experts, each run once over all the tokens that chose it (its
@@ -272,9 +282,10 @@ void bg_block_moe(brigade_session *s, uint32_t il)
     const bg_hparams *hp = s->hp;
     const bg_layer *L = &s->model->layers[il];
     const size_t n_embd = hp->n_embd, K = hp->n_expert_used;
-    bg_project(s, L->t[BG_ROLE_FFN_GATE_INP], s->xn, n_embd, s->router, hp->n_expert);
+    if (L->t[BG_ROLE_FFN_GATE_INP]->type != BG_TYPE_F32)
+        bg_project(s, L->t[BG_ROLE_FFN_GATE_INP], s->xn, n_embd, s->router, hp->n_expert);
     for (uint32_t i = 0; i < s->n_tok; i++)
-        route(s, i);
+        route(s, L, i);
 
     for (uint32_t e = 0; e < hp->n_expert; e++) {
         uint32_t n = 0;
@@ -308,11 +319,7 @@ void bg_block_moe(brigade_session *s, uint32_t il)
     /* the shared expert's gate is one dot product per token */
     const float *wg = L->t[BG_ROLE_FFN_GATE_INP_SHEXP]->data;
     for (uint32_t i = 0; i < s->n_tok; i++) {
-        const float *xn = s->xn + i * n_embd;
-        float g = 0;
-        for (size_t j = 0; j < n_embd; j++)
-            g += wg[j] * xn[j];
-        g = bg_sigmoid(g);
+        const float g = bg_sigmoid(bg_dot_f32(wg, s->xn + i * n_embd, (int64_t)n_embd));
         float *o = s->out + i * n_embd;
         const float *y = s->gy + i * n_embd;
         for (size_t j = 0; j < n_embd; j++)

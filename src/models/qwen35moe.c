@@ -24,12 +24,13 @@ static void deltanet_token(brigade_session *s, const bg_layer *L, const bg_layer
     const int64_t S = hp->ssm_state_size, Hk = hp->ssm_group_count, Hv = hp->ssm_time_step_rank;
     const int64_t key_dim = S * Hk, conv_dim = 2 * key_dim + S * Hv;
     const int64_t K = hp->ssm_conv_kernel;
-    float *qkv = s->q + i * s->q_width;   /* [conv_dim] */
-    const float *z = s->gate + i * s->a_width; /* [value_dim] */
+    float *qkv = s->q + i * s->q_width; /* [conv_dim] */
+    float *z = s->gate + i * s->a_width; /* [value_dim] */
     const float *beta = s->heads + (size_t)i * 2 * Hv, *decay = beta + Hv;
     float *conv = bg_seq_conv(s, st, s->tok_seq[i]), *ssm = bg_seq_ssm(s, st, s->tok_seq[i]);
 
-    /* causal depthwise convolution over [state | this token], then silu;
+    /* causal depthwise convolution over [state | this token] (a chain of
+     * fused multiply-adds, as ggml's compiler builds its loop), then silu;
      * the state keeps the last K-1 inputs */
     const float *w = L->t[BG_ROLE_SSM_CONV1D]->data; /* [conv_dim][K] */
     for (int64_t c = 0; c < conv_dim; c++) {
@@ -37,14 +38,15 @@ static void deltanet_token(brigade_session *s, const bg_layer *L, const bg_layer
         const float *wc = w + c * K;
         float acc = 0;
         for (int64_t j = 0; j < K - 1; j++)
-            acc += hist[j] * wc[j];
-        acc += qkv[c] * wc[K - 1];
+            acc = fmaf(hist[j], wc[j], acc);
+        acc = fmaf(qkv[c], wc[K - 1], acc);
         if (K > 1) {
             memmove(hist, hist + 1, (size_t)(K - 2) * sizeof(float));
             hist[K - 2] = qkv[c];
         }
-        qkv[c] = bg_silu(acc);
+        qkv[c] = acc;
     }
+    bg_silu_row(qkv, qkv, conv_dim);
     float *q = qkv, *k = qkv + key_dim, *v = qkv + 2 * key_dim;
     for (int64_t h = 0; h < Hk; h++) {
         bg_l2norm(q + h * S, S, hp->rms_eps);
@@ -60,26 +62,22 @@ static void deltanet_token(brigade_session *s, const bg_layer *L, const bg_layer
         const float g = expf(decay[h]);
         for (int64_t j = 0; j < S * S; j++)
             M[j] *= g;
+        /* rows are independent: ggml's order (all of M k, the rank-one
+         * update, then M q) gives the same bits row by row */
         for (int64_t r = 0; r < S; r++) {
             float *row = M + r * S;
-            float mk = 0;
-            for (int64_t j = 0; j < S; j++)
-                mk += row[j] * kh[j];
-            const float d = (vh[r] - mk) * beta[h];
-            float mq = 0;
-            for (int64_t j = 0; j < S; j++) {
-                row[j] += kh[j] * d;
-                mq += row[j] * qh[j];
-            }
-            o[h * S + r] = mq * scale;
+            const float d = (vh[r] - bg_dot_f32(row, kh, S)) * beta[h];
+            bg_axpy(row, kh, d, S);
+            o[h * S + r] = bg_dot_f32(row, qh, S) * scale;
         }
     }
     /* gated norm per value head */
     const float *norm_w = L->t[BG_ROLE_SSM_NORM]->data;
     for (int64_t h = 0; h < Hv; h++) {
         bg_rmsnorm(o + h * S, o + h * S, norm_w, S, hp->rms_eps);
+        bg_silu_row(z + h * S, z + h * S, S);
         for (int64_t j = 0; j < S; j++)
-            o[h * S + j] *= bg_silu(z[h * S + j]);
+            o[h * S + j] *= z[h * S + j];
     }
 }
 
