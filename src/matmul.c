@@ -23,6 +23,7 @@ size_t bg_matmul_scratch(uint64_t n_in, uint64_t n_rows)
 typedef struct matmul_job {
     const bg_matrix *w;
     bg_dot_fn dot;
+    bg_dot_multi_fn multi; /* NULL: one dot at a time */
     const uint8_t *xq;
     size_t xq_row; /* bytes of one converted activation row */
     float *y;
@@ -37,11 +38,25 @@ static void matmul_task(void *ctx, int64_t task, unsigned worker)
     const matmul_job *j = ctx;
     uint64_t r0 = (uint64_t)task * j->rows_per_task;
     uint64_t r1 = r0 + j->rows_per_task < j->w->n_out ? r0 + j->rows_per_task : j->w->n_out;
-    for (uint64_t r = r0; r < r1; r++) {
-        const uint8_t *row = j->w->data + r * j->w->row_bytes;
-        for (uint32_t i = 0; i < j->n; i++)
-            j->y[i * j->y_stride + r] = j->dot((int64_t)j->w->n_in, row, j->xq + i * j->xq_row);
-    }
+    const int64_t n_in = (int64_t)j->w->n_in;
+    const size_t wrow = j->w->row_bytes;
+    /* Groups of activation rows outside, weight rows inside: a group's
+     * activations stay in L1 while the task's weight rows stream through. */
+    uint32_t i = 0;
+    if (j->multi)
+        for (; i + 1 < j->n; i += BG_DOT_MULTI) {
+            const int na = j->n - i < BG_DOT_MULTI ? (int)(j->n - i) : BG_DOT_MULTI;
+            const uint8_t *a = j->xq + i * j->xq_row;
+            for (uint64_t r = r0; r < r1; r++) {
+                float out[BG_DOT_MULTI];
+                j->multi(n_in, j->w->data + r * wrow, a, j->xq_row, na, out);
+                for (int t = 0; t < na; t++)
+                    j->y[(i + (uint32_t)t) * j->y_stride + r] = out[t];
+            }
+        }
+    for (uint64_t r = r0; r < r1; r++)
+        for (uint32_t k = i; k < j->n; k++)
+            j->y[k * j->y_stride + r] = j->dot(n_in, j->w->data + r * wrow, j->xq + k * j->xq_row);
 }
 
 void bg_matmul(bg_pool *pool, const bg_matrix *w, const float *x, size_t x_stride, float *y,
@@ -54,7 +69,8 @@ void bg_matmul(bg_pool *pool, const bg_matrix *w, const float *x, size_t x_strid
     uint8_t *xq = scratch;
     for (uint32_t i = 0; i < n; i++)
         aops->quantize_activations(x + i * x_stride, xq + i * xq_row, (int64_t)w->n_in);
-    matmul_job j = {w, bg_kernel_dot((bg_type)w->type), xq, (size_t)xq_row, y, y_stride, n, 0};
+    matmul_job j = {w,      bg_kernel_dot((bg_type)w->type), bg_kernel_dot_multi((bg_type)w->type),
+                    xq,     (size_t)xq_row, y, y_stride, n, 0};
     unsigned n_threads = pool ? bg_pool_threads(pool) : 1;
     /* Several tasks a thread balance uneven progress. Small products stay on
      * the calling thread: waking the pool costs more than they do. Each
