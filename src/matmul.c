@@ -59,6 +59,21 @@ static void matmul_task(void *ctx, int64_t task, unsigned worker)
             j->y[k * j->y_stride + r] = j->dot(n_in, j->w->data + r * wrow, j->xq + k * j->xq_row);
 }
 
+typedef struct convert_job {
+    const bg_quant_ops *aops;
+    const float *x;
+    size_t x_stride;
+    uint8_t *xq;
+    uint64_t xq_row, n_in;
+} convert_job;
+
+static void convert_task(void *ctx, int64_t i, unsigned worker)
+{
+    (void)worker;
+    const convert_job *c = ctx;
+    c->aops->quantize_activations(c->x + i * c->x_stride, c->xq + i * c->xq_row, (int64_t)c->n_in);
+}
+
 void bg_matmul(bg_pool *pool, const bg_matrix *w, const float *x, size_t x_stride, float *y,
                size_t y_stride, uint32_t n, void *scratch)
 {
@@ -67,8 +82,13 @@ void bg_matmul(bg_pool *pool, const bg_matrix *w, const float *x, size_t x_strid
     uint64_t xq_row = 0;
     bg_type_row_bytes(ops->dot_type, w->n_in, &xq_row);
     uint8_t *xq = scratch;
-    for (uint32_t i = 0; i < n; i++)
-        aops->quantize_activations(x + i * x_stride, xq + i * xq_row, (int64_t)w->n_in);
+    /* rows converted on the pool too when there are many of them */
+    convert_job c = {aops, x, x_stride, xq, xq_row, w->n_in};
+    if (pool && n >= 16)
+        bg_pool_run(pool, n, convert_task, &c);
+    else
+        for (uint32_t i = 0; i < n; i++)
+            convert_task(&c, i, 0);
     matmul_job j = {w,      bg_kernel_dot((bg_type)w->type), bg_kernel_dot_multi((bg_type)w->type),
                     xq,     (size_t)xq_row, y, y_stride, n, 0};
     unsigned n_threads = pool ? bg_pool_threads(pool) : 1;
