@@ -114,7 +114,7 @@ BG_AVX512 static inline float k_dot256(int64_t n, const uint8_t *w, size_t bytes
         s01 = k_chunk256(s01, qs, hb, y->qs, sc, 1);
         __m256i s23 = k_chunk256(_mm256_setzero_si256(), qs, hb, y->qs, sc, 2);
         s23 = k_chunk256(s23, qs, hb, y->qs, sc, 3);
-        kq_add(&s, w, y, _mm256_add_epi32(s01, s23), mins, qh_off != 0);
+        kq_add(&s, kq_block_d(w), kq_block_dmin(w), y, _mm256_add_epi32(s01, s23), mins, qh_off != 0);
     }
     return kq_total(&s, qh_off != 0);
 }
@@ -178,9 +178,10 @@ BG_AVX512 static inline void k_dot256_multi(int64_t n, const uint8_t *w, size_t 
     for (int64_t b = 0; b < n / BG_QK_K; b++, w += bytes) {
         k_unpacked u;
         k_unpack(w, qh_off, qs_off, &u);
+        const float wd = kq_block_d(w), wdmin = kq_block_dmin(w);
         for (int t = 0; t < na; t++) {
             const bg_block_q8_K *y = (const bg_block_q8_K *)(const void *)(a + t * a_stride) + b;
-            kq_add(&s[t], w, y, k_isum(&u, y->qs), u.mins, qh_off != 0);
+            kq_add(&s[t], wd, wdmin, y, k_isum(&u, y->qs), u.mins, qh_off != 0);
         }
     }
     for (int t = 0; t < na; t++)
