@@ -228,8 +228,12 @@ static void expert_ffn(brigade_session *s, const bg_layer *L, int64_t expert, ui
     uint64_t e = shared ? 0 : (uint64_t)expert;
     const size_t n_embd = s->hp->n_embd, w = s->ff_width;
     bg_matrix mg = bg_matrix_of(g, e), mu = bg_matrix_of(u, e), md = bg_matrix_of(d, e);
-    bg_matmul(s->pool, &mg, s->gx, n_embd, s->ff_gate, w, n, s->xq);
-    bg_matmul(s->pool, &mu, s->gx, n_embd, s->ff_up, w, n, s->xq);
+    if (mg.type == mu.type && mg.n_in == mu.n_in && mg.n_out == mu.n_out) {
+        bg_matmul_pair(s->pool, &mg, &mu, s->gx, n_embd, s->ff_gate, s->ff_up, w, n, s->xq);
+    } else {
+        bg_matmul(s->pool, &mg, s->gx, n_embd, s->ff_gate, w, n, s->xq);
+        bg_matmul(s->pool, &mu, s->gx, n_embd, s->ff_up, w, n, s->xq);
+    }
     for (uint32_t r = 0; r < n; r++)
         for (uint64_t i = 0; i < mg.n_out; i++)
             s->ff_gate[r * w + i] = bg_silu(s->ff_gate[r * w + i]) * s->ff_up[r * w + i];
