@@ -15,11 +15,32 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
 BASE_CFLAGS := -std=c11 -Wall -Wextra -Werror -g $(OPT) -ffp-contract=off \
                -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Isrc $(PKG_CFLAGS)
 ALL_CFLAGS  := $(BASE_CFLAGS) $(CFLAGS)
-LIBS        := $(PKG_LIBS) -lm -lpthread
+LIBS         = $(PKG_LIBS) $(LIBS_CUDA) -lm -lpthread
 
 LIB_SRC  := $(wildcard src/*.c src/models/*.c)
 APP_SRC  := $(wildcard app/*.c)
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+
+# make CUDA=1: the CUDA backend (src/cuda/*.cu, nvcc) replaces the stub
+# src/gpu_stub.c; nothing else changes, and without CUDA=1 nothing of CUDA
+# is needed. CUDA_ARCHS narrows the targets (e.g. CUDA_ARCHS=90 for one
+# card); the default is sm_80, sm_86, sm_89, sm_90 and PTX for newer cards.
+CUDA      ?=
+ifeq ($(CUDA),1)
+CUDA_HOME  ?= /usr/local/cuda
+NVCC       ?= $(CUDA_HOME)/bin/nvcc
+CUDA_ARCHS ?= 80 86 89 90
+CUDA_PTX   ?= $(lastword $(CUDA_ARCHS))
+CUDA_GENCODE := $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
+                -gencode arch=compute_$(CUDA_PTX),code=compute_$(CUDA_PTX)
+NVCC_FLAGS := -std=c++17 -O3 $(CUDA_GENCODE) -Isrc -Iinclude --Werror all-warnings \
+              -Xcompiler -Wall,-Wextra,-Werror $(NVCCFLAGS)
+LIB_SRC    := $(filter-out src/gpu_stub.c,$(LIB_SRC))
+CUDA_SRC   := $(wildcard src/cuda/*.cu)
+CUDA_OBJ   := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+LIBS_CUDA  := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
+endif
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CUDA_OBJ)
 APP_OBJ  := $(APP_SRC:%.c=$(BUILD)/%.o)
 
 # tests/test_*.c need only the library; tests/oracle_*.c also link llama.cpp.
@@ -41,9 +62,20 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/libbrigade.a: $(LIB_OBJ)
+$(BUILD)/src/cuda/%.o: src/cuda/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -MMD -MP -c $< -o $@
+
+# The library is rebuilt when CUDA= changes in the same build directory.
+CUDA_STAMP := $(BUILD)/.cuda$(CUDA)
+$(CUDA_STAMP):
+	@mkdir -p $(BUILD)
+	@rm -f $(BUILD)/.cuda*
+	@touch $@
+
+$(BUILD)/libbrigade.a: $(LIB_OBJ) $(CUDA_STAMP)
 	@rm -f $@
-	ar rcs $@ $^
+	ar rcs $@ $(filter %.o,$^)
 
 $(BUILD)/brigade: $(APP_OBJ) $(BUILD)/libbrigade.a
 	$(CC) $(ALL_CFLAGS) $(APP_OBJ) $(BUILD)/libbrigade.a $(LIBS) -o $@
@@ -71,6 +103,9 @@ test: all asan $(UNIT_BIN) $(ORACLE_BIN)
 	BRIGADE=$(BUILD)/brigade ORACLE_SRC_DIR=$(abspath $(ORACLE_SRCDIR)) PYTHON="$(PYTHON)" \
 	    BRIGADE_ASAN=$(BUILD)-asan/brigade \
 	    sh tests/run.sh $(UNIT_BIN) $(ORACLE_BIN) tests/cli_*.sh
+
+# The GPU tests share the host reference of the device table.
+$(BUILD)/tests/test_gpu_mock $(BUILD)/tests/test_cuda_ops: tests/gpu_reference.h
 
 # tests/test_serve_api.c compiles the server's API sources into itself.
 $(BUILD)/tests/test_serve_api: app/serve_api.c app/serve_sched.c app/serve_json.c app/serve.h

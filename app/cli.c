@@ -153,3 +153,53 @@ char *cli_read_file(const char *path, size_t *len, bool *not_opened)
     *len = n;
     return buf;
 }
+
+int cli_parse_gpu_flag(const char *flag, const char *value, brigade_session_options *so)
+{
+    if (!strcmp(flag, "-ngl") || !strcmp(flag, "--n-gpu-layers") || !strcmp(flag, "--gpu-layers")) {
+        if (!value)
+            return 0;
+        if (!strcmp(value, "auto")) {
+            so->n_gpu_layers = BRIGADE_NGL_AUTO;
+            return 1;
+        }
+        uint32_t n;
+        if (!cli_parse_u32(flag, value, &n) || n > INT32_MAX)
+            return -1;
+        so->n_gpu_layers = (int32_t)n;
+        return 1;
+    }
+    if (!strcmp(flag, "--n-cpu-moe") || !strcmp(flag, "-ncmoe")) {
+        if (!value)
+            return 0;
+        return cli_parse_u32(flag, value, &so->n_cpu_moe) ? 1 : -1;
+    }
+    if (!strcmp(flag, "--gpu-budget")) {
+        if (!value)
+            return 0;
+        if (!brigade_parse_size(value, &so->gpu_budget) || !so->gpu_budget) {
+            fprintf(stderr, "%s: '%s' is not a size (e.g. 24G, 16384M)\n", flag, value);
+            return -1;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+void cli_print_gpu(const brigade_session *session)
+{
+    brigade_gpu_report r;
+    brigade_session_gpu(session, &r);
+    if (!r.active)
+        return;
+    const double G = 1073741824.0;
+    fprintf(stderr,
+            "gpu: %s: %u layers on the GPU, routed experts of %u on the CPU, %u tensors; "
+            "arena %.3f GiB (weights %.3f, caches %.3f, scratch %.3f); planned %.3f GiB "
+            "(%.3f GiB of it runtime overhead), measured %.3f GiB, runtime %.3f GiB, "
+            "free %.2f of %.2f GiB before\n",
+            r.device, r.n_gpu_layers, r.n_cpu_moe_layers, r.n_tensors, r.arena_bytes / G,
+            r.weights_bytes / G, r.state_bytes / G, r.scratch_bytes / G, r.planned_bytes / G,
+            r.overhead_bytes / G, r.measured_bytes / G, r.runtime_bytes / G,
+            r.free_before / G, r.total / G);
+}

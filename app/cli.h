@@ -19,6 +19,20 @@ bool cli_parse_type(const char *text, uint32_t *out);
 /* A KV-cache type name (f16, f32, q8_0, q4_0). */
 bool cli_parse_cache_type(const char *flag, const char *text, brigade_cache_type *out);
 
+/* The GPU flags every engine command shares: -ngl N|auto (--n-gpu-layers),
+ * --n-cpu-moe N, --gpu-budget SIZE. Returns 1 if flag (with value) was
+ * taken, 0 if it is not a GPU flag or has no value, -1 on a bad value
+ * (reported). */
+int cli_parse_gpu_flag(const char *flag, const char *value, brigade_session_options *so);
+#define CLI_GPU_USAGE                                                                      \
+    "  -ngl, --n-gpu-layers N|auto  layers on the GPU (the last N and the output head;\n"   \
+    "                            auto: as many as fit); needs a build with make CUDA=1\n"  \
+    "  --n-cpu-moe N             routed experts of the first N layers stay on the CPU\n"    \
+    "  --gpu-budget SIZE         plan as if the GPU had SIZE free (e.g. 24G)\n"
+/* One line on stderr: what a session put on the GPU, planned and measured
+ * memory; nothing for a CPU session. */
+void cli_print_gpu(const brigade_session *session);
+
 /* Online processor cores (the default thread count). */
 uint32_t cli_cores(void);
 

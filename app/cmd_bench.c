@@ -18,6 +18,8 @@ typedef struct u32_list {
     int n;
 } u32_list;
 
+enum { MAX_SEQ = 256 };
+
 typedef struct bench_flags {
     const char *models[MAX_LIST];
     int n_models;
@@ -29,6 +31,8 @@ typedef struct bench_flags {
     uint32_t reps;
     const char *output;
     bool no_mmap;
+    u32_list n_seq;                /* -np: sequences decoding together in tg tests */
+    brigade_session_options gpu;   /* -ngl, --n-cpu-moe, --gpu-budget */
 } bench_flags;
 
 static double seconds(void)
@@ -83,7 +87,9 @@ static void bench_usage(FILE *out)
             "  -ub, --ubatch-size N  prompt micro-batch (default 512)\n"
             "  -ctk, -ctv TYPE       KV cache types (default f16)\n"
             "  -o, --output FORMAT   md (default), json or csv\n"
-            "  --no-mmap             read the weights into memory\n");
+            "  --no-mmap             read the weights into memory\n"
+            "  -np, --parallel LIST  tg tests with N sequences decoding together (default 1)\n"
+            CLI_GPU_USAGE);
 }
 
 static int parse_flags(int argc, char **argv, bench_flags *f)
@@ -98,6 +104,7 @@ static int parse_flags(int argc, char **argv, bench_flags *f)
     f->n_ctk = f->n_ctv = 1;
     f->reps = 5;
     f->output = "md";
+    f->n_seq = (u32_list){{1}, 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
@@ -110,6 +117,12 @@ static int parse_flags(int argc, char **argv, bench_flags *f)
             continue;
         } else if (!v) {
             ok = false;
+        } else if (cli_parse_gpu_flag(a, v, &f->gpu)) {
+            ok = cli_parse_gpu_flag(a, v, &f->gpu) > 0;
+        } else if (IS("-np") || IS("--parallel")) {
+            ok = parse_list(a, v, &f->n_seq);
+            for (int k = 0; ok && k < f->n_seq.n; k++)
+                ok = f->n_seq.v[k] > 0 && f->n_seq.v[k] <= MAX_SEQ;
         } else if (IS("-m") || IS("--model")) {
             char *copy = strdup(v), *save = NULL;
             for (char *tok = strtok_r(copy, ",", &save); tok && f->n_models < MAX_LIST;
@@ -166,6 +179,7 @@ static int parse_flags(int argc, char **argv, bench_flags *f)
  * llama_decode calls do (the output matrix is part of a token's cost). */
 typedef struct test {
     uint32_t n_prompt, n_gen, depth;
+    uint32_t n_seq; /* tg only: sequences decoding together, one token each per step */
 } test;
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -188,7 +202,22 @@ static bool run_once(brigade_session *s, const test *t, uint32_t n_vocab, int32_
     if (t->n_prompt &&
         brigade_session_eval(s, tokens + t->depth, t->n_prompt, false, logits, err))
         return false;
-    for (uint32_t i = 0; i < t->n_gen; i++) {
+    if (t->n_seq > 1) {
+        /* n_seq sequences, each with logits, as a server's decode step */
+        int32_t toks[MAX_SEQ];
+        uint32_t seq[MAX_SEQ];
+        bool want[MAX_SEQ];
+        for (uint32_t q = 0; q < t->n_seq; q++)
+            seq[q] = q, want[q] = true;
+        for (uint32_t i = 0; i < t->n_gen; i++) {
+            for (uint32_t q = 0; q < t->n_seq; q++)
+                toks[q] = random_token(n_vocab);
+            brigade_batch b = {toks, seq, want, t->n_seq};
+            if (brigade_session_eval_batch(s, &b, logits, err))
+                return false;
+        }
+    }
+    for (uint32_t i = 0; t->n_seq <= 1 && i < t->n_gen; i++) {
         int32_t tok = random_token(n_vocab);
         if (brigade_session_eval(s, &tok, 1, false, logits, err))
             return false;
@@ -202,6 +231,7 @@ typedef struct result {
     double size_gib, params_b;
     uint32_t threads, ubatch;
     const char *ctk, *ctv;
+    const char *backend; /* "CPU" or "CUDA" */
     double mean, sd; /* tokens per second */
 } result;
 
@@ -233,24 +263,25 @@ static void print_results(const char *format, const result *r, int n)
         printf("[\n");
         for (int i = 0; i < n; i++)
             printf("  {\"model\": \"%s\", \"size_gib\": %.4f, \"params_b\": %.4f, \"backend\": "
-                   "\"CPU\", \"threads\": %u, \"n_ubatch\": %u, \"type_k\": \"%s\", \"type_v\": "
+                   "\"%s\", \"threads\": %u, \"n_ubatch\": %u, \"type_k\": \"%s\", \"type_v\": "
                    "\"%s\", \"test\": \"%s\", \"avg_ts\": %.4f, \"stddev_ts\": %.4f}%s\n",
-                   r[i].model, r[i].size_gib, r[i].params_b, r[i].threads, r[i].ubatch, r[i].ctk,
-                   r[i].ctv, r[i].test, r[i].mean, r[i].sd, i + 1 < n ? "," : "");
+                   r[i].model, r[i].size_gib, r[i].params_b, r[i].backend, r[i].threads,
+                   r[i].ubatch, r[i].ctk, r[i].ctv, r[i].test, r[i].mean, r[i].sd,
+                   i + 1 < n ? "," : "");
         printf("]\n");
     } else if (!strcmp(format, "csv")) {
         printf("model,size_gib,params_b,backend,threads,n_ubatch,type_k,type_v,test,avg_ts,"
                "stddev_ts\n");
         for (int i = 0; i < n; i++)
-            printf("\"%s\",%.4f,%.4f,CPU,%u,%u,%s,%s,%s,%.4f,%.4f\n", r[i].model, r[i].size_gib,
-                   r[i].params_b, r[i].threads, r[i].ubatch, r[i].ctk, r[i].ctv, r[i].test,
+            printf("\"%s\",%.4f,%.4f,%s,%u,%u,%s,%s,%s,%.4f,%.4f\n", r[i].model, r[i].size_gib,
+                   r[i].params_b, r[i].backend, r[i].threads, r[i].ubatch, r[i].ctk, r[i].ctv, r[i].test,
                    r[i].mean, r[i].sd);
     } else {
         printf("| model | size | params | backend | threads | n_ubatch | type_k | type_v | test "
                "| t/s |\n| --- | ---: | ---: | --- | ---: | ---: | --- | --- | ---: | ---: |\n");
         for (int i = 0; i < n; i++)
-            printf("| %s | %.2f GiB | %.2f B | CPU | %u | %u | %s | %s | %s | %.2f ± %.2f |\n",
-                   r[i].model, r[i].size_gib, r[i].params_b, r[i].threads, r[i].ubatch, r[i].ctk,
+            printf("| %s | %.2f GiB | %.2f B | %s | %u | %u | %s | %s | %s | %.2f ± %.2f |\n",
+                   r[i].model, r[i].size_gib, r[i].params_b, r[i].backend, r[i].threads, r[i].ubatch, r[i].ctk,
                    r[i].ctv, r[i].test, r[i].mean, r[i].sd);
     }
 }
@@ -264,6 +295,8 @@ static void test_name(const test *t, char *out, size_t size)
         k = snprintf(out, size, "pp%u", t->n_prompt);
     else
         k = snprintf(out, size, "tg%u", t->n_gen);
+    if (t->n_seq > 1 && k > 0 && (size_t)k < size)
+        k += snprintf(out + k, size - (size_t)k, " x%u", t->n_seq);
     if (t->depth && k > 0 && (size_t)k < size)
         snprintf(out + k, size - (size_t)k, " @ d%u", t->depth);
 }
@@ -274,17 +307,17 @@ int cmd_bench(int argc, char **argv)
     int rc = parse_flags(argc, argv, &f);
     if (rc >= 0)
         return rc;
-    test tests[3 * MAX_LIST * MAX_LIST];
+    test tests[(2 + MAX_LIST) * MAX_LIST * MAX_LIST];
     int n_tests = 0;
     for (int d = 0; d < f.depth.n; d++) {
         for (int i = 0; i < f.prompt.n; i++)
             if (f.prompt.v[i])
-                tests[n_tests++] = (test){f.prompt.v[i], 0, f.depth.v[d]};
+                tests[n_tests++] = (test){f.prompt.v[i], 0, f.depth.v[d], 1};
         for (int i = 0; i < f.gen.n; i++)
-            if (f.gen.v[i])
-                tests[n_tests++] = (test){0, f.gen.v[i], f.depth.v[d]};
+            for (int q = 0; f.gen.v[i] && q < f.n_seq.n; q++)
+                tests[n_tests++] = (test){0, f.gen.v[i], f.depth.v[d], f.n_seq.v[q]};
         for (int i = 0; i < f.n_pg; i++)
-            tests[n_tests++] = (test){f.pg[i][0], f.pg[i][1], f.depth.v[d]};
+            tests[n_tests++] = (test){f.pg[i][0], f.pg[i][1], f.depth.v[d], 1};
     }
     int cap = f.n_models * f.threads.n * f.ubatch.n * f.n_ctk * f.n_ctv * n_tests;
     result *results = calloc(cap ? (size_t)cap : 1, sizeof *results);
@@ -303,7 +336,10 @@ int cmd_bench(int argc, char **argv)
         char desc[96];
         describe(m, desc, sizeof desc);
         uint32_t n_vocab = brigade_model_n_vocab(m);
-        float *logits = malloc((size_t)n_vocab * sizeof *logits);
+        uint32_t max_seq = 1;
+        for (int q = 0; q < f.n_seq.n; q++)
+            max_seq = f.n_seq.v[q] > max_seq ? f.n_seq.v[q] : max_seq;
+        float *logits = malloc((size_t)n_vocab * max_seq * sizeof *logits);
         if (!logits) {
             fprintf(stderr, "bench: out of memory\n");
             rc = 1;
@@ -315,10 +351,13 @@ int cmd_bench(int argc, char **argv)
                         for (int t = 0; t < n_tests && !rc; t++) {
                             const test *te = &tests[t];
                             uint32_t need = te->depth + te->n_prompt + te->n_gen;
-                            brigade_session_options so = {
-                                .n_ctx = need, .n_threads = f.threads.v[ti],
-                                .n_ubatch = f.ubatch.v[ui], .cache_type_k = f.ctk[ki],
-                                .cache_type_v = f.ctv[vi]};
+                            brigade_session_options so = f.gpu;
+                            so.n_ctx = need;
+                            so.n_threads = f.threads.v[ti];
+                            so.n_ubatch = f.ubatch.v[ui];
+                            so.cache_type_k = f.ctk[ki];
+                            so.cache_type_v = f.ctv[vi];
+                            so.n_seq_max = te->n_seq > 1 ? te->n_seq : 1;
                             brigade_session *s = NULL;
                             int32_t *tokens = malloc(((size_t)need + 1) * sizeof *tokens);
                             result *r = &results[n_results];
@@ -336,7 +375,9 @@ int cmd_bench(int argc, char **argv)
                                     fprintf(stderr, "\nbench: %s\n", err.message);
                                     rc = 1;
                                 } else if (rep > 0) {
-                                    double ts = (te->n_prompt + te->n_gen) / el;
+                                    double ts =
+                                        (te->n_prompt + te->n_gen * (te->n_seq > 1 ? te->n_seq : 1)) /
+                                        el;
                                     sum += ts;
                                     sum2 += ts * ts;
                                 }
@@ -351,6 +392,10 @@ int cmd_bench(int argc, char **argv)
                                 r->ubatch = f.ubatch.v[ui];
                                 r->ctk = brigade_cache_type_name(f.ctk[ki]);
                                 r->ctv = brigade_cache_type_name(f.ctv[vi]);
+                                brigade_gpu_report gr;
+                                brigade_session_gpu(s, &gr);
+                                r->backend = gr.active ? "CUDA" : "CPU";
+                                cli_print_gpu(s);
                                 r->mean = sum / f.reps;
                                 double var = sum2 / f.reps - r->mean * r->mean;
                                 r->sd = f.reps > 1 && var > 0 ? sqrt(var * f.reps / (f.reps - 1)) : 0;

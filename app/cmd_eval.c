@@ -125,7 +125,10 @@ int cmd_eval(int argc, char **argv)
                 return 2;
         } else if (!strcmp(a, "--no-mmap"))
             mo.no_mmap = true;
-        else {
+        else if (has_value && cli_parse_gpu_flag(a, argv[i + 1], &so)) {
+            if (cli_parse_gpu_flag(a, argv[++i], &so) < 0)
+                return 2;
+        } else {
             fprintf(stderr, "eval: unknown option or missing value: %s\n", a);
             eval_usage(stderr);
             return 2;

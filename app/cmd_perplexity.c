@@ -78,6 +78,8 @@ static int parse_args(int argc, char **argv, ppl_args *a)
             ok = cli_parse_u32(s, argv[++i], &a->n_chunks), a->chunks_given = true;
         else if (!strcmp(s, "--no-mmap"))
             a->mo.no_mmap = true;
+        else if (has_value && cli_parse_gpu_flag(s, argv[i + 1], &a->so))
+            ok = cli_parse_gpu_flag(s, argv[++i], &a->so) > 0;
         else {
             fprintf(stderr, "perplexity: unknown option or missing value: %s\n", s);
             perplexity_usage(stderr);

@@ -1,4 +1,5 @@
-/* brigade synth OUT.gguf --preset P [--layers N] [--type T | --mix FTYPE] [--vocab V] [--seed S] */
+/* brigade synth OUT.gguf --preset P [--layers N] [--type T | --mix FTYPE] [--vocab V] [--seed S]
+ *               [--sparse | --fast] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,10 @@ static void synth_usage(FILE *out)
             "  --experts-used K  experts per token (default: the preset's)\n"
             "  --seed S          random seed (default 1)\n"
             "  --sparse          leave tensor data as a file hole (all zeros, no disk):\n"
-            "                    the exact header and size of a full model, for planning\n");
+            "                    the exact header and size of a full model, for planning\n"
+            "  --fast            build large matrices from random picks of a pool of\n"
+            "                    quantized blocks (valid blocks, same distribution, many\n"
+            "                    times faster; different bytes than without --fast)\n");
 }
 
 static void show_progress(void *user, uint64_t done, uint64_t total)
@@ -73,6 +77,8 @@ int cmd_synth(int argc, char **argv)
             o.vocab_path = argv[++i];
         else if (!strcmp(a, "--sparse"))
             o.sparse = true;
+        else if (!strcmp(a, "--fast"))
+            o.fast = true;
         else if (!strcmp(a, "--seed") && i + 1 < argc) {
             if (!cli_parse_u64(a, argv[++i], &o.seed))
                 return 2;

@@ -31,6 +31,7 @@ void gen_flags_usage(FILE *out)
             "  -ub, --ubatch-size N      prompt tokens evaluated together (default 512)\n"
             "  -b, --batch-size N        accepted for llama.cpp compatibility\n"
             "  --no-mmap                 read the weights into memory\n"
+            CLI_GPU_USAGE
             "  --temp T                  temperature (default 0.8; 0: greedy)\n"
             "  --top-k K, --top-p P, --min-p P\n"
             "  --repeat-penalty R, --repeat-last-n N, --presence-penalty P,\n"
@@ -85,6 +86,11 @@ int gen_parse_flag(gen_flags *f, int argc, char **argv, int *i)
     }
     if (!v)
         return 0;
+    int gpu = cli_parse_gpu_flag(a, v, &f->session);
+    if (gpu) {
+        ++*i;
+        return gpu;
+    }
     if (IS("-m") || IS("--model"))
         f->model_path = v;
     else if (IS("-sys") || IS("--system") || IS("--system-prompt"))
@@ -164,6 +170,7 @@ bool gen_engine_open(gen_engine *e, const gen_flags *f)
         gen_engine_close(e);
         return false;
     }
+    cli_print_gpu(e->session);
     const char *warning = brigade_chat_template_warning(e->tmpl);
     if (warning)
         fprintf(stderr, "warning: %s\n", warning);

@@ -212,7 +212,48 @@ typedef struct brigade_session_options {
     brigade_cache_type cache_type_k, cache_type_v; /* llama.cpp's -ctk/-ctv */
     uint32_t n_seq_max; /* sequences held at once; 0: 1. KV cache and recurrent
                          * state are allocated for each */
+    /* GPU offload (a build with `make CUDA=1`; any other build refuses a
+     * request for GPU layers with "built without CUDA"). The backend is
+     * chosen once, when the session is created. */
+    int32_t n_gpu_layers; /* -ngl: the last N layers and the output head on the GPU;
+                           * 0: CPU only; BRIGADE_NGL_AUTO: the planner's choice for
+                           * gpu_budget (the card's free memory minus a margin) */
+    uint32_t n_cpu_moe;   /* --n-cpu-moe: routed experts of the first N layers stay in
+                           * host memory and run on the CPU */
+    uint64_t gpu_budget;  /* --gpu-budget: plan as if the card had this many bytes
+                           * free; 0: its real free memory */
 } brigade_session_options;
+
+#define BRIGADE_NGL_AUTO (-1)
+
+/* A memory size as flags take it: "24G", "24GiB", "16384M", "1.5g",
+ * "512MiB", "1T" or plain bytes ("4096"); K, M, G, T are binary (KiB ...
+ * TiB), optionally followed by "iB" or "B". false for anything else,
+ * negative or overflowing. */
+bool brigade_parse_size(const char *text, uint64_t *out);
+
+/* Whether this build has a GPU backend (make CUDA=1). */
+bool brigade_gpu_built(void);
+
+/* What a session put on the GPU, and what the card's memory says about it. */
+typedef struct brigade_gpu_report {
+    bool active;            /* false: the session runs on the CPU only */
+    char device[128];       /* e.g. "NVIDIA H200 (sm_90, 139.8 GiB)" */
+    uint32_t n_gpu_layers, n_cpu_moe_layers;
+    uint32_t n_tensors;     /* weight tensors uploaded */
+    uint64_t weights_bytes, state_bytes, scratch_bytes; /* the device arena, by part */
+    uint64_t arena_bytes;   /* their sum, as allocated */
+    uint64_t planned_bytes; /* brigade_memory_place's GPU figure for this split, with
+                             * the runtime overhead the planner assumes: */
+    uint64_t overhead_bytes; /* BRIGADE_GPU_OVERHEAD_DEFAULT */
+    uint64_t measured_bytes; /* free memory once the runtime had started minus free
+                              * memory after the upload (cudaMemGetInfo): the arena as
+                              * the card counts it */
+    uint64_t runtime_bytes;  /* total minus free once the runtime had started: its
+                              * context (and anything else on the card) */
+    uint64_t free_before, total; /* the card */
+} brigade_gpu_report;
+void brigade_session_gpu(const brigade_session *session, brigade_gpu_report *out);
 
 /* Memory, in bytes, of a model with a session's settings. */
 typedef struct brigade_memory {
@@ -471,6 +512,12 @@ typedef struct brigade_synth_options {
     uint64_t seed;
     uint32_t n_experts_used; /* 0: the preset's own top-k */
     bool sparse;             /* leave tensor data as a hole: right header and size, no disk */
+    /* Fast weights: each large matrix is assembled from blocks picked at
+     * random from a pool of about a million values drawn and quantized as
+     * usual (valid blocks, sane scales, the same distribution), instead of
+     * drawing and quantizing every value. Reproducible for a seed, but not
+     * the bytes the slow path writes. */
+    bool fast;
     /* With mix set, type is ignored and each tensor gets the type llama.cpp's
      * quantizer gives it for ftype, starting from a BF16 original (matrices
      * BF16, everything else f32, as the converter writes them). */

@@ -2,7 +2,7 @@
 
 /* GPU bytes when the routed experts of the first n_cpu_moe layers and all
  * of the first (n_layers - n_gpu) layers stay on the CPU. */
-static uint64_t gpu_bytes(const bg_place_input *in, uint32_t n_cpu_moe, uint32_t n_gpu)
+uint64_t bg_place_gpu_bytes(const bg_place_input *in, uint32_t n_cpu_moe, uint32_t n_gpu)
 {
     uint64_t b = in->head + in->compute + in->overhead;
     for (uint32_t il = in->n_layers - n_gpu; il < in->n_layers; il++) {
@@ -24,7 +24,7 @@ static bg_placement make(const bg_place_input *in, bg_place_kind kind, uint32_t 
                          uint32_t n_gpu)
 {
     bg_placement p = {.kind = kind, .n_cpu_moe_layers = n_cpu_moe, .n_gpu_layers = n_gpu};
-    p.gpu_bytes = gpu_bytes(in, n_cpu_moe, n_gpu);
+    p.gpu_bytes = bg_place_gpu_bytes(in, n_cpu_moe, n_gpu);
     /* the host holds what the GPU does not, and a compute buffer of its own
      * whenever it computes layers; the GPU's overhead is not host memory */
     uint64_t on_gpu = p.gpu_bytes - in->overhead;
@@ -35,14 +35,14 @@ static bg_placement make(const bg_place_input *in, bg_place_kind kind, uint32_t 
 bg_placement bg_place(const bg_place_input *in)
 {
     const uint32_t L = in->n_layers;
-    if (gpu_bytes(in, 0, L) <= in->gpu_budget)
+    if (bg_place_gpu_bytes(in, 0, L) <= in->gpu_budget)
         return make(in, BG_PLACE_ALL_GPU, 0, L);
     for (uint32_t n = 1; n <= L; n++)
-        if (gpu_bytes(in, n, L) <= in->gpu_budget)
+        if (bg_place_gpu_bytes(in, n, L) <= in->gpu_budget)
             return make(in, BG_PLACE_EXPERTS_CPU, n, L);
     /* every routed expert stays on the CPU; as many layers as fit on the GPU */
     for (uint32_t n_gpu = L; n_gpu-- > 0;)
-        if (gpu_bytes(in, L, n_gpu) <= in->gpu_budget)
+        if (bg_place_gpu_bytes(in, L, n_gpu) <= in->gpu_budget)
             return make(in, BG_PLACE_LAYERS_CPU, L, n_gpu);
     bg_placement none = make(in, BG_PLACE_NONE, 0, 0);
     return none;

@@ -45,4 +45,9 @@ typedef struct bg_placement {
 
 bg_placement bg_place(const bg_place_input *in);
 
+/* GPU bytes when the routed experts of the first n_cpu_moe layers and all
+ * of the first (n_layers - n_gpu) layers stay on the CPU: what bg_place
+ * compares with the budget, for any split (-ngl / --n-cpu-moe given). */
+uint64_t bg_place_gpu_bytes(const bg_place_input *in, uint32_t n_cpu_moe, uint32_t n_gpu);
+
 #endif

@@ -7,11 +7,15 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "gpu_backend.h"
 #include "ops.h"
 #include "placement.h"
 #include "planner.h"
 #include "session.h"
 #include "types.h"
+
+static brigade_status start_gpu(brigade_session *s, const brigade_session_options *opts,
+                                brigade_error *err);
 
 /* Each allocation is checked at the end: a NULL anywhere fails the session. */
 typedef struct allocs {
@@ -32,12 +36,13 @@ static brigade_status alloc_state(brigade_session *s, brigade_error *err)
     const bg_hparams *hp = s->hp;
     allocs a = {0};
     bg_session_plan *p = &s->plan;
-    bg_plan_session(hp, s->n_ctx, s->n_ubatch, s->n_seq, s->type_k, s->type_v, p);
     s->layers = calloc(hp->n_layers, sizeof *s->layers);
     if (!s->layers)
         return bg_fail(err, BRIGADE_ERR_NOMEM, "out of memory for %u layers", hp->n_layers);
     for (uint32_t il = 0; il < hp->n_layers; il++) {
         bg_layer_state *st = &s->layers[il];
+        if (s->gpu && bg_gpu_layer_on(bg_gpu_session_split(s->gpu), il))
+            continue; /* its state lives on the GPU */
         if (bg_hparams_is_recurrent(hp, il)) {
             st->conv = alloc_bytes(&a, s->n_seq * p->conv_layer_bytes);
             st->ssm = alloc_bytes(&a, s->n_seq * p->ssm_layer_bytes);
@@ -181,6 +186,10 @@ brigade_status brigade_session_new(const brigade_model *model, const brigade_ses
     if (!st && !(s->pool = bg_pool_acquire(threads)))
         st = bg_fail(err, BRIGADE_ERR_NOMEM, "cannot start %u threads", threads);
     if (!st)
+        bg_plan_session(s->hp, s->n_ctx, s->n_ubatch, s->n_seq, s->type_k, s->type_v, &s->plan);
+    if (!st)
+        st = start_gpu(s, opts, err);
+    if (!st)
         st = alloc_state(s, err);
     if (st) {
         brigade_session_free(s);
@@ -194,6 +203,7 @@ void brigade_session_free(brigade_session *s)
 {
     if (!s)
         return;
+    bg_gpu_session_free(s->gpu);
     for (uint32_t il = 0; s->layers && il < s->hp->n_layers; il++) {
         free(s->layers[il].k_cache);
         free(s->layers[il].v_cache);
@@ -222,6 +232,8 @@ void brigade_session_seq_clear(brigade_session *s, uint32_t seq)
             memset(bg_seq_ssm(s, st, seq), 0, s->plan.ssm_layer_bytes);
         }
     }
+    if (s->gpu)
+        bg_gpu_seq_clear(s->gpu, s, seq);
     s->seq_past[seq] = 0; /* the KV cache is overwritten position by position */
 }
 
@@ -275,6 +287,39 @@ brigade_status brigade_memory_plan(const brigade_model *model, const brigade_ses
 
 static uint64_t tensor_bytes(const brigade_tensor_info *t) { return t ? t->n_bytes : 0; }
 
+/* The planner's view of a model and session plan; layers is [n_layers]. */
+static bg_place_input place_input(const brigade_model *model, const bg_session_plan *plan,
+                                  bg_layer_bytes *layers, uint64_t gpu_budget,
+                                  uint64_t overhead_bytes)
+{
+    const bg_hparams *hp = &model->hp;
+    for (uint32_t il = 0; il < hp->n_layers; il++) {
+        const bg_layer *L = &model->layers[il];
+        layers[il] = (bg_layer_bytes){0};
+        for (int r = 0; r < BG_ROLE_COUNT; r++) {
+            bool expert = r == BG_ROLE_FFN_GATE_EXPS || r == BG_ROLE_FFN_UP_EXPS ||
+                          r == BG_ROLE_FFN_DOWN_EXPS;
+            if (expert)
+                layers[il].experts += tensor_bytes(L->t[r]);
+            else
+                layers[il].other += tensor_bytes(L->t[r]);
+        }
+        layers[il].cache = plan->n_seq * (bg_hparams_is_recurrent(hp, il)
+                                              ? plan->conv_layer_bytes + plan->ssm_layer_bytes
+                                              : plan->k_layer_bytes + plan->v_layer_bytes);
+    }
+    return (bg_place_input){
+        .layers = layers,
+        .n_layers = hp->n_layers,
+        .embeddings = tensor_bytes(model->global.t[BG_ROLE_TOKEN_EMBD]),
+        .head = tensor_bytes(model->global.t[BG_ROLE_OUTPUT_NORM]) +
+                tensor_bytes(model->global.t[BG_ROLE_OUTPUT]),
+        .compute = plan->compute_bytes,
+        .overhead = overhead_bytes,
+        .gpu_budget = gpu_budget,
+    };
+}
+
 brigade_status brigade_memory_place(const brigade_model *model, const brigade_session_options *opts,
                                     uint64_t gpu_budget, uint64_t overhead_bytes,
                                     brigade_placement *out, brigade_error *err)
@@ -284,39 +329,45 @@ brigade_status brigade_memory_place(const brigade_model *model, const brigade_se
     brigade_status st = plan_without_session(model, opts, &n_ctx, &plan, err);
     if (st)
         return st;
-    const bg_hparams *hp = &model->hp;
-    bg_layer_bytes *layers = calloc(hp->n_layers, sizeof *layers);
+    bg_layer_bytes *layers = calloc(model->hp.n_layers, sizeof *layers);
     if (!layers)
         return bg_fail(err, BRIGADE_ERR_NOMEM, "out of memory");
-    for (uint32_t il = 0; il < hp->n_layers; il++) {
-        const bg_layer *L = &model->layers[il];
-        for (int r = 0; r < BG_ROLE_COUNT; r++) {
-            bool expert = r == BG_ROLE_FFN_GATE_EXPS || r == BG_ROLE_FFN_UP_EXPS ||
-                          r == BG_ROLE_FFN_DOWN_EXPS;
-            if (expert)
-                layers[il].experts += tensor_bytes(L->t[r]);
-            else
-                layers[il].other += tensor_bytes(L->t[r]);
-        }
-        layers[il].cache = plan.n_seq * (bg_hparams_is_recurrent(hp, il)
-                                             ? plan.conv_layer_bytes + plan.ssm_layer_bytes
-                                             : plan.k_layer_bytes + plan.v_layer_bytes);
-    }
-    bg_place_input in = {
-        .layers = layers,
-        .n_layers = hp->n_layers,
-        .embeddings = tensor_bytes(model->global.t[BG_ROLE_TOKEN_EMBD]),
-        .head = tensor_bytes(model->global.t[BG_ROLE_OUTPUT_NORM]) +
-                tensor_bytes(model->global.t[BG_ROLE_OUTPUT]),
-        .compute = plan.compute_bytes,
-        .overhead = overhead_bytes,
-        .gpu_budget = gpu_budget,
-    };
+    bg_place_input in = place_input(model, &plan, layers, gpu_budget, overhead_bytes);
     bg_placement p = bg_place(&in);
     free(layers);
     *out = (brigade_placement){(brigade_placement_kind)p.kind, p.n_cpu_moe_layers, p.n_gpu_layers,
                                p.gpu_bytes, p.host_bytes};
     return BRIGADE_OK;
+}
+
+bool brigade_gpu_built(void) { return bg_gpu_api_get() != NULL; }
+
+void brigade_session_gpu(const brigade_session *s, brigade_gpu_report *out)
+{
+    if (s->gpu)
+        bg_gpu_session_report(s->gpu, out);
+    else
+        *out = (brigade_gpu_report){.active = false};
+}
+
+/* The GPU part of a new session, when the options ask for one. */
+static brigade_status start_gpu(brigade_session *s, const brigade_session_options *opts,
+                                brigade_error *err)
+{
+    if (!opts || opts->n_gpu_layers == 0) {
+        if (opts && (opts->n_cpu_moe || opts->gpu_budget) && !brigade_gpu_built())
+            return bg_fail(err, BRIGADE_ERR_UNSUPPORTED,
+                           "built without CUDA: --n-cpu-moe and --gpu-budget need a build with "
+                           "`make CUDA=1`");
+        return BRIGADE_OK;
+    }
+    bg_layer_bytes *layers = calloc(s->hp->n_layers, sizeof *layers);
+    if (!layers)
+        return bg_fail(err, BRIGADE_ERR_NOMEM, "out of memory");
+    bg_place_input in = place_input(s->model, &s->plan, layers, 0, BRIGADE_GPU_OVERHEAD_DEFAULT);
+    brigade_status st = bg_gpu_session_new(s->model, &s->plan, opts, &in, &s->gpu, err);
+    free(layers);
+    return st;
 }
 
 void brigade_session_memory(const brigade_session *s, brigade_memory *out)
@@ -368,7 +419,13 @@ static brigade_status eval_ubatch(brigade_session *s, const int32_t *tokens, con
     bg_matrix embd = bg_matrix_of(m->global.t[BG_ROLE_TOKEN_EMBD], 0);
     for (uint32_t i = 0; i < n; i++)
         bg_matrix_row(&embd, (uint64_t)tokens[i], s->x + i * n_embd);
-    for (uint32_t il = 0; il < hp->n_layers; il++) {
+    /* the CPU layers first, then those on the GPU (the last ones) */
+    const uint32_t n_cpu_layers =
+        s->gpu ? bg_gpu_session_split(s->gpu)->first_gpu_layer : hp->n_layers;
+    brigade_status st = s->gpu ? bg_gpu_begin(s->gpu, s, err) : BRIGADE_OK;
+    if (st)
+        return st;
+    for (uint32_t il = 0; il < n_cpu_layers; il++) {
         if (hp->arch == BG_ARCH_QWEN35MOE)
             bg_qwen35moe_layer(s, il);
         else
@@ -379,6 +436,10 @@ static brigade_status eval_ubatch(brigade_session *s, const int32_t *tokens, con
                            "the weights are damaged or out of range",
                            il, s->tok_pos[0], s->tok_pos[n - 1]);
     }
+    /* on the GPU, x stays on the device; NaN or Inf show in the logits */
+    st = s->gpu && n_cpu_layers < hp->n_layers ? bg_gpu_layers(s->gpu, s, err) : BRIGADE_OK;
+    if (st)
+        return st;
     for (uint32_t i = 0; i < n; i++)
         s->seq_past[s->tok_seq[i]] = s->tok_pos[i] + 1;
     if (!logits || which == OUT_NONE)
@@ -386,6 +447,7 @@ static brigade_status eval_ubatch(brigade_session *s, const int32_t *tokens, con
     /* the output head only for the rows asked for */
     const float *norm = m->global.t[BG_ROLE_OUTPUT_NORM]->data;
     uint32_t rows = 0, first = 0;
+    uint32_t *row_of = (uint32_t *)s->members; /* [ub] free at this point */
     for (uint32_t i = 0; i < n; i++) {
         bool want = which == OUT_ALL || (which == OUT_LAST && i == n - 1) ||
                     (which == OUT_FLAGGED && flagged[i]);
@@ -393,13 +455,22 @@ static brigade_status eval_ubatch(brigade_session *s, const int32_t *tokens, con
             continue;
         if (!rows)
             first = i;
-        bg_rmsnorm(s->xn + rows++ * n_embd, s->x + i * n_embd, norm, n_embd, hp->rms_eps);
+        row_of[rows] = i;
+        if (!s->gpu)
+            bg_rmsnorm(s->xn + rows * n_embd, s->x + i * n_embd, norm, n_embd, hp->rms_eps);
+        rows++;
     }
     *n_rows = rows;
     if (!rows)
         return BRIGADE_OK;
-    s->n_tok = rows;
-    bg_project(s, m->global.t[BG_ROLE_OUTPUT], s->xn, n_embd, logits, hp->n_vocab);
+    if (s->gpu) {
+        st = bg_gpu_head(s->gpu, s, row_of, rows, logits, err);
+        if (st)
+            return st;
+    } else {
+        s->n_tok = rows;
+        bg_project(s, m->global.t[BG_ROLE_OUTPUT], s->xn, n_embd, logits, hp->n_vocab);
+    }
     if (!all_finite(logits, (uint64_t)rows * hp->n_vocab))
         return bg_fail(err, BRIGADE_ERR_FORMAT, "NaN or Inf in the logits at positions %u..%u",
                        s->tok_pos[first], s->tok_pos[n - 1]);
@@ -512,14 +583,22 @@ uint64_t brigade_session_checkpoint_bytes(const brigade_session *s)
 }
 
 /* Copies one sequence's recurrent state to (save) or from (restore) buf. */
-static void copy_recurrent(brigade_session *s, uint32_t seq, uint8_t *buf, bool save)
+static brigade_status copy_recurrent(brigade_session *s, uint32_t seq, uint8_t *buf, bool save,
+                                     brigade_error *err)
 {
     for (uint32_t il = 0; il < s->hp->n_layers; il++) {
         bg_layer_state *st = &s->layers[il];
-        if (!st->conv)
+        if (!bg_hparams_is_recurrent(s->hp, il))
             continue;
-        void *parts[2] = {bg_seq_conv(s, st, seq), bg_seq_ssm(s, st, seq)};
         uint64_t sizes[2] = {s->plan.conv_layer_bytes, s->plan.ssm_layer_bytes};
+        if (!st->conv) { /* on the GPU */
+            brigade_status rc = bg_gpu_seq_copy(s->gpu, s, il, seq, buf, save, err);
+            if (rc)
+                return rc;
+            buf += sizes[0] + sizes[1];
+            continue;
+        }
+        void *parts[2] = {bg_seq_conv(s, st, seq), bg_seq_ssm(s, st, seq)};
         for (int k = 0; k < 2; k++) {
             if (save)
                 memcpy(buf, parts[k], sizes[k]);
@@ -528,6 +607,7 @@ static void copy_recurrent(brigade_session *s, uint32_t seq, uint8_t *buf, bool 
             buf += sizes[k];
         }
     }
+    return BRIGADE_OK;
 }
 
 static brigade_status check_checkpoint(const brigade_session *s, uint32_t seq, uint64_t size,
@@ -546,8 +626,7 @@ brigade_status brigade_session_seq_save(brigade_session *s, uint32_t seq, void *
 {
     if (check_checkpoint(s, seq, size, err))
         return BRIGADE_ERR_ARG;
-    copy_recurrent(s, seq, buf, true);
-    return BRIGADE_OK;
+    return copy_recurrent(s, seq, buf, true, err);
 }
 
 brigade_status brigade_session_seq_restore(brigade_session *s, uint32_t seq, const void *buf,
@@ -559,7 +638,9 @@ brigade_status brigade_session_seq_restore(brigade_session *s, uint32_t seq, con
         return bg_fail(err, BRIGADE_ERR_ARG,
                        "sequence %u holds %u tokens: a checkpoint at %u cannot be restored", seq,
                        s->seq_past[seq], n_past);
-    copy_recurrent(s, seq, (uint8_t *)(uintptr_t)buf, false);
+    brigade_status st = copy_recurrent(s, seq, (uint8_t *)(uintptr_t)buf, false, err);
+    if (st)
+        return st;
     s->seq_past[seq] = n_past;
     return BRIGADE_OK;
 }

@@ -16,8 +16,11 @@ typedef struct bg_layer_state {
     float *ssm;               /* DeltaNet: [n_seq][n_v_heads][state][state], row i = value dim */
 } bg_layer_state;
 
+struct bg_gpu_session;
+
 struct brigade_session {
     const brigade_model *model;
+    struct bg_gpu_session *gpu; /* the layers on the GPU; NULL: CPU only */
     const bg_hparams *hp;
     uint32_t n_ctx;                 /* positions per sequence */
     uint32_t n_seq;

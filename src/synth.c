@@ -340,6 +340,11 @@ typedef struct fill_job {
     uint64_t row_bytes;
     const bg_quant_ops *ops;
     unsigned worker, n_workers;
+    /* Fast path (brigade_synth_options.fast): rows are assembled from
+     * granules picked at random from a pool of drawn-and-quantized rows,
+     * instead of drawing and quantizing every value. */
+    const uint8_t *pool;
+    uint64_t pool_granules, granule_bytes;
 } fill_job;
 
 /* Distributions that keep a random network's activations finite over many
@@ -362,9 +367,31 @@ static float draw(const bg_tensor_spec *s, rng *r)
     return (float)(gaussian(r) / sqrt((double)s->ne[0]));
 }
 
+/* Fast path: every granule (a block, or 64 values of an unblocked type) of a
+ * row is a copy of one picked at random from the pool. The pool holds real
+ * quantizations of the tensor's own distribution, so each block is valid
+ * with sane scales, and rows are independent draws of granules. */
+static void assemble_rows(const fill_job *job)
+{
+    uint64_t per_row = job->row_bytes / job->granule_bytes;
+    for (uint64_t r = job->worker; r < job->rows; r += job->n_workers) {
+        rng rng = {.state = job->seed ^ ((job->row0 + r) * 0xd1b54a32d192ed03ull)};
+        uint8_t *row = job->out + r * job->row_bytes;
+        for (uint64_t g = 0; g < per_row; g++) {
+            uint64_t k = splitmix64(&rng) % job->pool_granules;
+            memcpy(row + g * job->granule_bytes, job->pool + k * job->granule_bytes,
+                   job->granule_bytes);
+        }
+    }
+}
+
 static void *fill_rows(void *arg)
 {
     const fill_job *job = arg;
+    if (job->pool) {
+        assemble_rows(job);
+        return NULL;
+    }
     const bg_tensor_spec *s = &job->t->spec;
     uint64_t ne0 = s->ne[0];
     for (uint64_t r = job->worker; r < job->rows; r += job->n_workers) {
@@ -387,6 +414,71 @@ static unsigned worker_count(void)
 }
 
 /* Chunks of rows are drawn and quantized in parallel, then streamed out. */
+/* Runs fill_rows for rows [row0, row0 + n) of job's tensor on n_workers
+ * threads (the caller's among them). */
+static void run_fill(const fill_job *proto, uint64_t row0, uint64_t n, unsigned n_workers)
+{
+    fill_job jobs[MAX_WORKERS];
+    pthread_t tids[MAX_WORKERS];
+    bool started[MAX_WORKERS] = {false};
+    for (unsigned k = 0; k < n_workers; k++) {
+        jobs[k] = *proto;
+        jobs[k].row0 = row0;
+        jobs[k].rows = n;
+        jobs[k].worker = k;
+        jobs[k].n_workers = n_workers;
+        if (k > 0)
+            started[k] = pthread_create(&tids[k], NULL, fill_rows, &jobs[k]) == 0;
+    }
+    fill_rows(&jobs[0]);
+    for (unsigned k = 1; k < n_workers; k++) {
+        if (started[k])
+            pthread_join(tids[k], NULL);
+        else
+            fill_rows(&jobs[k]); /* no thread: do its share here */
+    }
+}
+
+/* About a million values per pool: 4096 Q4_K blocks, 32768 Q8_0 blocks. */
+enum { POOL_ELEMS = 1u << 20 };
+
+/* The fast path's pool for matrix t: whole rows drawn from a seed of their
+ * own and quantized as usual, about POOL_ELEMS values or a quarter of the
+ * tensor's rows, whichever is less. NULL (use the slow path) for tensors
+ * under four rows and non-matrices, or if memory is short. */
+static uint8_t *make_pool(const plan_tensor *t, uint64_t seed, uint64_t row_bytes,
+                          const bg_quant_ops *ops, unsigned n_workers, uint64_t *granules,
+                          uint64_t *granule_bytes)
+{
+    const bg_tensor_spec *s = &t->spec;
+    const bg_type_info *ti = bg_type_get(t->type);
+    uint64_t ne0 = s->ne[0], rows = s->ne[1] * s->ne[2] * s->ne[3];
+    uint64_t pool_rows = (POOL_ELEMS + ne0 - 1) / ne0;
+    if (pool_rows > rows / 4)
+        pool_rows = rows / 4; /* small tensors: a quarter of their rows */
+    if (s->kind != BG_KIND_MATRIX || !ti || pool_rows == 0)
+        return NULL;
+    uint64_t gel = ti->block_elems;
+    if (gel < 64 && 64 % gel == 0 && ne0 % 64 == 0)
+        gel = 64; /* f32, f16, bf16: 64 values at a time */
+    float *values = malloc(pool_rows * ne0 * sizeof *values);
+    uint8_t *pool = malloc(pool_rows * row_bytes);
+    if (!values || !pool) {
+        free(values);
+        free(pool);
+        return NULL;
+    }
+    fill_job proto = {.t = t, .seed = seed ^ 0x5bd1e9955bd1e995ull, .values = values,
+                      .out = pool, .row_bytes = row_bytes, .ops = ops};
+    run_fill(&proto, 0, pool_rows, n_workers);
+    if (!ops)
+        memcpy(pool, values, pool_rows * row_bytes);
+    free(values);
+    *granule_bytes = gel / ti->block_elems * ti->block_bytes;
+    *granules = pool_rows * row_bytes / *granule_bytes;
+    return pool;
+}
+
 static brigade_status write_tensor(bg_gguf_writer *w, const plan_tensor *t, uint64_t seed,
                                    float *values, uint8_t *out, uint64_t chunk_rows,
                                    const brigade_synth_options *o, uint64_t *done,
@@ -401,32 +493,27 @@ static brigade_status write_tensor(bg_gguf_writer *w, const plan_tensor *t, uint
                        s->name, brigade_type_name(t->type));
     uint64_t tseed = hash_str(s->name, seed * 0x9e3779b97f4a7c15ull + 1469598103934665603ull);
     unsigned n_workers = worker_count();
-    for (uint64_t row0 = 0; row0 < rows; row0 += chunk_rows) {
-        fill_job jobs[MAX_WORKERS];
-        pthread_t tids[MAX_WORKERS];
-        bool started[MAX_WORKERS] = {false};
+    uint64_t granules = 0, granule_bytes = 0;
+    uint8_t *pool = o->fast ? make_pool(t, tseed, row_bytes, ops, n_workers, &granules,
+                                        &granule_bytes)
+                            : NULL;
+    fill_job proto = {.t = t, .seed = tseed, .values = values, .out = out,
+                      .row_bytes = row_bytes, .ops = ops, .pool = pool,
+                      .pool_granules = granules, .granule_bytes = granule_bytes};
+    brigade_status st = BRIGADE_OK;
+    for (uint64_t row0 = 0; row0 < rows && !st; row0 += chunk_rows) {
         uint64_t n = rows - row0 < chunk_rows ? rows - row0 : chunk_rows;
-        for (unsigned k = 0; k < n_workers; k++) {
-            jobs[k] = (fill_job){t, tseed, row0, n, values, out, row_bytes, ops, k, n_workers};
-            if (k > 0)
-                started[k] = pthread_create(&tids[k], NULL, fill_rows, &jobs[k]) == 0;
-        }
-        fill_rows(&jobs[0]);
-        for (unsigned k = 1; k < n_workers; k++) {
-            if (started[k])
-                pthread_join(tids[k], NULL);
-            else
-                fill_rows(&jobs[k]); /* no thread: do its share here */
-        }
-        const void *bytes = ops ? (const void *)out : (const void *)values;
-        brigade_status st = bg_gguf_writer_data(w, bytes, n * row_bytes, err);
+        run_fill(&proto, row0, n, n_workers);
+        const void *bytes = ops || pool ? (const void *)out : (const void *)values;
+        st = bg_gguf_writer_data(w, bytes, n * row_bytes, err);
         if (st)
-            return st;
+            break;
         *done += n * row_bytes;
         if (o->progress)
             o->progress(o->progress_user, *done, total);
     }
-    return BRIGADE_OK;
+    free(pool);
+    return st;
 }
 
 static brigade_status write_weights(bg_gguf_writer *w, const plan_tensor *plan, size_t n,

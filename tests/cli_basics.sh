@@ -35,6 +35,22 @@ cmp -s "$T/m.gguf" "$T/m3.gguf" && bad "different seeds gave the same file" || o
 # A truncated model is refused with the tensor and offsets named.
 head -c 100000 "$T/m.gguf" > "$T/cut.gguf"
 expect 1 "ends beyond the end of the file" -- "$B" info "$T/cut.gguf"
+# --fast: reproducible, other bytes than the slow path, loads and runs.
+expect 0 "wrote" -- "$B" synth "$T/f.gguf" --preset tiny-qwen35moe --type q4_k --seed 5 --fast
+"$B" synth "$T/f2.gguf" --preset tiny-qwen35moe --type q4_k --seed 5 --fast 2>/dev/null
+cmp -s "$T/f.gguf" "$T/f2.gguf" && ok || bad "synth --fast is not reproducible for a seed"
+cmp -s "$T/f.gguf" "$T/m.gguf" && bad "synth --fast wrote the slow path's bytes" || ok
+expect 0 "generation:" -- "$B" run -m "$T/f.gguf" -p "Hi" -n 4 -t 1
+# GPU flags: parsed everywhere; -ngl 0 is the CPU; a build without CUDA
+# refuses GPU layers and says why.
+expect 0 "generation:" -- "$B" run -m "$T/f.gguf" -p "Hi" -n 2 -t 1 -ngl 0
+expect 2 "is not a size" -- "$B" run -m "$T/f.gguf" -p "Hi" --gpu-budget 24X
+expect 2 "not a non-negative integer" -- "$B" run -m "$T/f.gguf" -p "Hi" -ngl lots
+out=$("$B" run -m "$T/f.gguf" -p "Hi" -n 2 -t 1 -ngl 2 2>&1)
+case "$out" in
+    *"built without CUDA: -ngl 2 needs a build with"*|*"GPU: "*|*"gpu: "*) ok ;;
+    *) bad "-ngl 2: $out" ;;
+esac
 # Sparse: the full-size header over a hole.
 expect 0 "wrote" -- "$B" synth "$T/full.gguf" --preset qwen3.6-35b-a3b --type q4_k --sparse
 expect 0 "params:     3466" -- "$B" info "$T/full.gguf"

@@ -1,0 +1,207 @@
+#!/bin/sh
+# The CUDA backend's check, on a machine with an NVIDIA GPU, in under
+# 8 minutes: builds with CUDA=1 for this card, compares GPU and CPU logits
+# (NMSE <= 1e-4) on the tiny models and a 4-layer Qwen3.6-geometry slice in
+# every weight type and KV type (prefill, and decode token by token, which
+# replays CUDA graphs) plus a CPU/GPU split, checks the GPU memory measured
+# against the plan (within 2%), and benchmarks pp512/tg128 on the full
+# 40-layer Qwen3.6-35B-A3B Q4_K_M synthetic model all on the GPU, with
+# --gpu-budget 24G and 16G (-ngl auto), and 1/4/16 parallel sequences.
+# Writes $OUT/gpu-check.md (and logs beside it); exits 1 if a check failed.
+#
+#   OUT=/tmp/out sh scripts/gpu-check.sh
+# WORK=dir for the models (disk: ~25 GB); LIMIT=seconds after which slice
+# types are skipped (450); SKIP_FULL=1 leaves out the full model (a dry run
+# of the script itself).
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$(pwd)/build-gpu/check}
+WORK=${WORK:-/tmp/brigade-gpu-check}
+LIMIT=${LIMIT:-450}   # seconds; the slice's types stop being started after this
+BOUND=${BOUND:-1e-4}
+mkdir -p "$OUT" "$WORK"
+MD="$OUT/gpu-check.md"
+LOG="$OUT/gpu-check.log"
+: > "$LOG"
+START=$(date +%s)
+elapsed() { echo $(($(date +%s) - START)); }
+failed=0
+note() { echo "$*" | tee -a "$LOG" >&2; }
+
+J=$(nproc)
+CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
+GPU=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -n 1)
+[ -n "$CAP" ] || { echo "gpu-check: no NVIDIA GPU (nvidia-smi)" >&2; exit 2; }
+
+# ------------------------------------------------------------------ build
+t0=$(date +%s)
+if ! make -j"$J" CUDA=1 BUILD=build-gpu CUDA_ARCHS="$CAP" all >>"$LOG" 2>&1; then
+    tail -n 40 "$LOG"; echo "gpu-check: build failed" >&2; exit 1
+fi
+BUILD_S=$(($(date +%s) - t0))
+B=build-gpu/brigade
+cc -std=c11 -O2 -o build-gpu/logits_nmse scripts/logits_nmse.c -lm || exit 1
+make -j"$J" CUDA=1 BUILD=build-gpu CUDA_ARCHS="$CAP" build-gpu/tests/test_cuda_ops \
+    build-gpu/tests/test_gpu_mock >>"$LOG" 2>&1 || { echo "gpu-check: test build failed" >&2; exit 1; }
+NMSE=build-gpu/logits_nmse
+
+{
+    echo "# brigade GPU check"
+    echo
+    echo "- GPU: $GPU (sm_$CAP), $J CPU cores"
+    echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (modified)')"
+    echo "- build: make CUDA=1 CUDA_ARCHS=$CAP in ${BUILD_S} s"
+    echo
+} > "$MD"
+
+# ------------------------------------------------ each kernel, then parity
+# test_cuda_ops compares every device operation with the host reference on
+# the same inputs: a parity failure below can be traced to one kernel.
+OPS=$(build-gpu/tests/test_cuda_ops 2>&1); ops_rc=$?
+echo "$OPS" >> "$LOG"
+{
+    echo "## Kernels against the host reference (tests/test_cuda_ops)"
+    echo
+    echo '```'
+    echo "$OPS" | tail -n 40
+    echo '```'
+    echo
+} >> "$MD"
+[ $ops_rc -eq 0 ] && echo "$OPS" | grep -q ' [1-9][0-9]* passed, 0 failed' || failed=1
+
+# ----------------------------------------------------------------- parity
+# GPU against CPU logits for one model: prefill (-ub 512) and decode
+# (-ub 1: one token at a time, CUDA graphs) with KV types $2/$3, and the
+# GPU flags $4.
+seq 1 24 | awk '{ printf "%d ", ($1 * 7919) % 251 + 3 } END { print "" }' > "$WORK/tokens.txt"
+parity() {
+    m=$1 name=$2 ctk=$3 ctv=$4 flags=$5
+    for ub in 512 1; do
+        "$B" eval -m "$m" --tokens "$WORK/tokens.txt" --logits-out "$WORK/cpu.bin" -ub $ub \
+            -ctk "$ctk" -ctv "$ctv" -c 64 >>"$LOG" 2>&1 || { note "cpu eval failed: $name"; }
+        # shellcheck disable=SC2086
+        if "$B" eval -m "$m" --tokens "$WORK/tokens.txt" --logits-out "$WORK/gpu.bin" -ub $ub \
+            -ctk "$ctk" -ctv "$ctv" -c 64 $flags >>"$LOG" 2>&1; then
+            e=$($NMSE "$WORK/gpu.bin" "$WORK/cpu.bin" "$BOUND"); rc=$?
+        else
+            e="error (see log)"; rc=1
+        fi
+        mode=$([ $ub = 1 ] && echo decode || echo prefill)
+        res=pass; [ $rc -eq 0 ] || { res=FAIL; failed=1; }
+        echo "| $name | $ctk/$ctv | $flags | $mode | $e | $res |" >> "$MD"
+    done
+    rm -f "$WORK/cpu.bin" "$WORK/gpu.bin"
+}
+
+TYPES="f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k iq4_nl iq4_xs"
+{
+    echo "## GPU vs CPU logits (NMSE, bound $BOUND)"
+    echo
+    echo "| model | KV | GPU flags | mode | NMSE | result |"
+    echo "| --- | --- | --- | --- | ---: | --- |"
+} >> "$MD"
+for preset in tiny-qwen35moe tiny-qwen3moe; do
+    for t in $TYPES; do
+        m="$WORK/$preset-$t.gguf"
+        "$B" synth "$m" --preset "$preset" --type "$t" --fast >>"$LOG" 2>&1
+        parity "$m" "$preset $t" f16 f16 "-ngl 99"
+        if [ "$t" = q4_k ]; then
+            parity "$m" "$preset $t" q8_0 q8_0 "-ngl 99"
+            parity "$m" "$preset $t" q4_0 q4_0 "-ngl 99"
+            parity "$m" "$preset $t" f32 f32 "-ngl 99"
+            parity "$m" "$preset $t" f16 q8_0 "-ngl 2 --n-cpu-moe 1"
+        fi
+        rm -f "$m"
+    done
+done
+note "parity (tiny) done at $(elapsed) s"
+
+# ------------------------------------------- full model: memory and speed
+FULL="$WORK/qwen3.6-35b-a3b-q4_k_m.gguf"
+if [ -z "${SKIP_FULL:-}" ]; then
+t0=$(date +%s)
+"$B" synth "$FULL" --preset qwen3.6-35b-a3b --mix Q4_K_M --fast >>"$LOG" 2>&1 || {
+    note "synth of the full model failed"; failed=1; }
+SYNTH_S=$(($(date +%s) - t0))
+{
+    echo
+    echo "## Qwen3.6-35B-A3B Q4_K_M (synthetic, $(du -h "$FULL" 2>/dev/null | cut -f1), written by synth --fast in ${SYNTH_S} s)"
+    echo
+} >> "$MD"
+
+# "gpu:" lines: planned (less the runtime overhead the planner assumes) vs
+# measured, within 2%.
+memory_rows() {
+    grep '^gpu: ' "$1" | sort -u | while read -r line; do
+        planned=$(echo "$line" | sed -n 's/.*planned \([0-9.]*\) GiB.*/\1/p')
+        over=$(echo "$line" | sed -n 's/.*(\([0-9.]*\) GiB of it runtime overhead).*/\1/p')
+        meas=$(echo "$line" | sed -n 's/.*measured \([0-9.]*\) GiB.*/\1/p')
+        rt=$(echo "$line" | sed -n 's/.*runtime \([0-9.]*\) GiB, free.*/\1/p')
+        layers=$(echo "$line" | sed -n 's/.*: \([0-9]*\) layers on the GPU, routed experts of \([0-9]*\) on.*/ngl \1, n-cpu-moe \2/p')
+        verdict=$(awk -v p="$planned" -v o="$over" -v m="$meas" 'BEGIN {
+            q = p - o; d = (m - q) / q * 100; if (d < 0) d = -d;
+            printf "%.2f%% %s", d, d <= 2 ? "pass" : "FAIL" }')
+        echo "| $2 | $layers | $planned - $over | $meas | $rt | $verdict |"
+    done
+}
+{
+    echo "### GPU memory: planned (less the assumed runtime overhead) vs measured"
+    echo
+    echo "| run | split | planned GiB | measured GiB | runtime GiB | diff |"
+    echo "| --- | --- | ---: | ---: | ---: | --- |"
+} > "$WORK/memory.md"
+
+bench() {
+    label=$1; shift
+    note "bench $label at $(elapsed) s"
+    echo "### $label" >> "$WORK/bench.md"
+    echo >> "$WORK/bench.md"
+    if timeout 240 "$B" bench -m "$FULL" -r 2 "$@" > "$WORK/b.md" 2> "$WORK/b.err"; then
+        cat "$WORK/b.md" >> "$WORK/bench.md"
+    else
+        echo "failed: $(tail -n 3 "$WORK/b.err")" >> "$WORK/bench.md"; failed=1
+    fi
+    echo >> "$WORK/bench.md"
+    cat "$WORK/b.err" >> "$LOG"
+    memory_rows "$WORK/b.err" "$label" >> "$WORK/memory.md"
+}
+: > "$WORK/bench.md"
+bench "all on the GPU (-ngl 99)" -p 512 -n 128 -ngl 99
+bench "--gpu-budget 24G (-ngl auto)" -p 512 -n 128 -ngl auto --gpu-budget 24G
+bench "--gpu-budget 16G (-ngl auto)" -p 512 -n 128 -ngl auto --gpu-budget 16G
+bench "parallel sequences (-ngl 99)" -p 0 -n 128 -np 1,4,16 -ngl 99
+bench "CPU only, for reference" -p 512 -n 32 -r 1
+cat "$WORK/memory.md" >> "$MD"
+grep -q 'FAIL |$' "$WORK/memory.md" && failed=1
+[ "$(grep -c '^| ' "$WORK/memory.md")" -gt 2 ] || { echo "no GPU memory report" >> "$MD"; failed=1; }
+echo >> "$MD"
+cat "$WORK/bench.md" >> "$MD"
+rm -f "$FULL"
+fi
+
+# ------------------------------------ the 4-layer slice in every type
+{
+    echo "## 4-layer Qwen3.6-geometry slice: GPU vs CPU logits (NMSE, bound $BOUND)"
+    echo
+    echo "| model | KV | GPU flags | mode | NMSE | result |"
+    echo "| --- | --- | --- | --- | ---: | --- |"
+} >> "$MD"
+for t in q4_k_m $TYPES; do
+    if [ "$(elapsed)" -gt "$LIMIT" ]; then
+        echo "| slice $t | | | | skipped: past ${LIMIT} s | |" >> "$MD"
+        continue
+    fi
+    m="$WORK/slice-$t.gguf"
+    "$B" synth "$m" --preset qwen3.6-35b-a3b --layers 4 --type "$t" --fast >>"$LOG" 2>&1
+    parity "$m" "slice $t" f16 f16 "-ngl 99"
+    if [ "$t" = q4_k_m ]; then
+        parity "$m" "slice $t" q8_0 q8_0 "-ngl 99"
+        parity "$m" "slice $t" q4_0 q4_0 "-ngl 99"
+    fi
+    rm -f "$m"
+done
+
+echo >> "$MD"
+echo "Total: $(elapsed) s; $([ $failed -eq 0 ] && echo 'all checks passed' || echo 'SOME CHECKS FAILED')." >> "$MD"
+cat "$MD"
+exit $failed

@@ -1,0 +1,503 @@
+// Attention over f32/f16/q8_0/q4_0 KV caches and the Gated DeltaNet
+// recurrence (convolution, l2 norms, delta-rule state update, gated norm),
+// mirroring src/models/blocks.c and src/models/qwen35moe.c step by step.
+// Positions and sequences are read from device memory, so a decode step's
+// launches do not change from one token to the next (CUDA graphs).
+// Not yet run on a GPU (written in a session without one).
+#include "common.cuh"
+
+// ---------------------------------------------------------- block helpers
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024), in double.
+__device__ double bg_block_sum_d(double v, double *sh)
+{
+    v = bg_warp_sum_d(v);
+    const int w = threadIdx.x / 32, nw = blockDim.x / 32;
+    __syncthreads();
+    if (threadIdx.x % 32 == 0)
+        sh[w] = v;
+    __syncthreads();
+    double total = 0.0;
+    for (int i = 0; i < nw; i++)
+        total += sh[i];
+    return total;
+}
+
+// rmsnorm of the block's D values (one per thread), as ops.c: squares in
+// float, summed in double, scale 1 / sqrt(mean + eps).
+__device__ float bg_block_rmsnorm(float x, const float *w, float eps, double *sh)
+{
+    const double sum = bg_block_sum_d((double)(x * x), sh);
+    const float mean = (float)(sum / (double)blockDim.x);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    return w ? (x * scale) * w[threadIdx.x] : x * scale;
+}
+
+// Walsh-Hadamard transform of each chunk of n of the block's values in
+// v[] (shared), scaled by 1 / sqrt(n) first, as ops.c's bg_hadamard.
+__device__ void bg_block_hadamard(float *v, int n)
+{
+    const int j = threadIdx.x;
+    v[j] *= 1.0f / sqrtf((float)n);
+    __syncthreads();
+    for (int span = 1; span < n; span <<= 1) {
+        if ((j & span) == 0) {
+            const float a = v[j], b = v[j + span];
+            v[j] = a + b;
+            v[j + span] = a - b;
+        }
+        __syncthreads();
+    }
+}
+
+// NEOX rope on the block's values in v[] (shared): pairs (i, i + n_rot/2),
+// theta advanced by repeated multiplication as ops.c does.
+__device__ void bg_block_rope(float *v, uint32_t n_rot, uint32_t pos, float base)
+{
+    const uint32_t half = n_rot / 2, i = threadIdx.x;
+    float x0 = 0, x1 = 0, c = 0, s = 0;
+    if (i < half) {
+        const float theta_scale = powf(base, -2.0f / (float)n_rot);
+        float theta = (float)pos;
+        for (uint32_t k = 0; k < i; k++)
+            theta *= theta_scale;
+        c = cosf(theta);
+        s = sinf(theta);
+        x0 = v[i];
+        x1 = v[i + half];
+    }
+    __syncthreads();
+    if (i < half) {
+        v[i] = fmaf(x0, c, -(x1 * s));
+        v[i + half] = fmaf(x0, s, x1 * c);
+    }
+    __syncthreads();
+}
+
+// ----------------------------------------------------------- cache formats
+
+__device__ __forceinline__ uint64_t bg_head_bytes(uint32_t type, uint32_t D)
+{
+    switch (type) {
+    case T_F32: return (uint64_t)D * 4;
+    case T_F16: return (uint64_t)D * 2;
+    case T_Q8_0: return (uint64_t)D / 32 * 34;
+    default: return (uint64_t)D / 32 * 18; // q4_0
+    }
+}
+
+// Element e of one head's row in the cache.
+__device__ __forceinline__ float bg_cache_get(uint32_t type, const uint8_t *h, uint32_t e)
+{
+    switch (type) {
+    case T_F32: return ((const float *)h)[e];
+    case T_F16: return bg_h2f(((const uint16_t *)h)[e]);
+    case T_Q8_0: {
+        const uint8_t *b = h + (e / 32) * 34;
+        return (float)(int8_t)b[2 + e % 32] * bg_h2f(bg_ld16(b));
+    }
+    default: {
+        const uint8_t *b = h + (e / 32) * 18;
+        const uint32_t j = e % 32;
+        const int q = j < 16 ? b[2 + j] & 0xF : b[2 + j - 16] >> 4;
+        return (float)(q - 8) * bg_h2f(bg_ld16(b));
+    }
+    }
+}
+
+// Stores the block's values (one per thread, threads = head size) in the
+// cache type, as llama.cpp's copy into the cache converts (quant.c's
+// quantize_activations): f16 rounding; q8_0 with d = amax / 127 and codes
+// rounded half to even; q4_0 by the reference (d = max / -8).
+// Each warp is one 32-value block.
+__device__ void bg_cache_put(uint32_t type, uint8_t *h, float x)
+{
+    const uint32_t e = threadIdx.x, lane = e % 32;
+    switch (type) {
+    case T_F32: ((float *)h)[e] = x; return;
+    case T_F16: ((uint16_t *)h)[e] = bg_f2h(x); return;
+    case T_Q8_0: {
+        uint8_t *b = h + (e / 32) * 34;
+        const float amax = bg_warp_max(fabsf(x));
+        const float d = amax / 127.f;
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+        if (lane == 0) {
+            const uint16_t dh = bg_f2h(d);
+            b[0] = (uint8_t)dh;
+            b[1] = (uint8_t)(dh >> 8);
+        }
+        b[2 + lane] = (uint8_t)(int8_t)nearbyintf(x * id);
+        return;
+    }
+    default: {
+        uint8_t *b = h + (e / 32) * 18;
+        // the value of largest magnitude, the first one on ties
+        float best = fabsf(x);
+        uint32_t at = lane;
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+            const uint32_t oa = __shfl_xor_sync(0xffffffffu, at, o);
+            if (ob > best || (ob == best && oa < at)) {
+                best = ob;
+                at = oa;
+            }
+        }
+        const float max = __shfl_sync(0xffffffffu, x, at);
+        const float d = max / -8.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        int q = (int)(x * id + 8.5f);
+        q = q > 15 ? 15 : q;
+        const int other = __shfl_xor_sync(0xffffffffu, q, 16);
+        if (lane == 0) {
+            const uint16_t dh = bg_f2h(d);
+            b[0] = (uint8_t)dh;
+            b[1] = (uint8_t)(dh >> 8);
+        }
+        if (lane < 16)
+            b[2 + lane] = (uint8_t)((q & 0xF) | (other & 0xF) << 4);
+        return;
+    }
+    }
+}
+
+// The query as the K type's dot product sees it: f16 rounding for an f16
+// cache, q8_0 (x86 activation rounding) for quantized ones.
+__device__ float bg_query_round(uint32_t type_k, float x)
+{
+    if (type_k == T_F16)
+        return bg_h2f(bg_f2h(x));
+    if (type_k == T_Q8_0 || type_k == T_Q4_0) {
+        const float amax = bg_warp_max(fabsf(x));
+        const float d = bg_h2f(bg_f2h(amax / 127.f));
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+        return nearbyintf(x * id) * d;
+    }
+    return x;
+}
+
+// -------------------------------------------------------------- attention
+
+// One block per (token, head), head_dim threads: the query split from its
+// gate, QK-norm, rope, rotation (into attn, the attention kernel's input);
+// heads below n_head_kv also prepare and store K and V.
+__global__ void k_attn_prepare(bg_gpu_attn_args a, const float *q, const float *kv, float *gate,
+                               float *attn, const float *q_norm, const float *k_norm,
+                               uint8_t *k_cache, uint8_t *v_cache, const uint32_t *tok_seq,
+                               const uint32_t *tok_pos)
+{
+    __shared__ double red[32];
+    extern __shared__ float v[]; // [head_dim]
+    const uint32_t t = blockIdx.x, h = blockIdx.y, D = a.head_dim, j = threadIdx.x;
+    const uint32_t pos = tok_pos[t], seq = tok_seq[t];
+    if (h < a.n_head) {
+        const float *src = q + (size_t)t * a.q_width + (size_t)(a.gated ? 2 * h : h) * D;
+        if (a.gated)
+            gate[(size_t)t * a.a_width + (size_t)h * D + j] = src[D + j];
+        v[j] = bg_block_rmsnorm(src[j], q_norm, a.eps, red);
+        __syncthreads();
+        bg_block_rope(v, a.rope_dims, pos, a.rope_base);
+        if (a.k_rotation)
+            bg_block_hadamard(v, (int)a.k_rotation);
+        attn[(size_t)t * a.a_width + (size_t)h * D + j] = bg_query_round(a.type_k, v[j]);
+        __syncthreads();
+    }
+    if (h >= a.n_head_kv)
+        return;
+    const size_t kv_dim = (size_t)a.n_head_kv * D;
+    const float *k = kv + (size_t)t * a.kv_width + (size_t)h * D;
+    v[j] = bg_block_rmsnorm(k[j], k_norm, a.eps, red);
+    __syncthreads();
+    bg_block_rope(v, a.rope_dims, pos, a.rope_base);
+    if (a.k_rotation)
+        bg_block_hadamard(v, (int)a.k_rotation);
+    bg_cache_put(a.type_k,
+                 k_cache + seq * a.k_seq_bytes + pos * a.k_row_bytes + h * bg_head_bytes(a.type_k, D),
+                 v[j]);
+    __syncthreads();
+    v[j] = k[kv_dim + j];
+    __syncthreads();
+    if (a.v_rotation)
+        bg_block_hadamard(v, (int)a.v_rotation);
+    bg_cache_put(a.type_v,
+                 v_cache + seq * a.v_seq_bytes + pos * a.v_row_bytes + h * bg_head_bytes(a.type_v, D),
+                 v[j]);
+}
+
+enum { ATT_WARPS = 4, ATT_MAX_PER_LANE = 16 }; // head_dim <= 512
+
+// One block per (token, head): each warp an online softmax over a share of
+// the positions, merged at the end; V's rotation undone and the gate
+// applied on the way out. Output in place of the query in attn.
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+    k_attn(bg_gpu_attn_args a, float *attn, const float *gate, const uint8_t *k_cache,
+           const uint8_t *v_cache, const uint32_t *tok_seq, const uint32_t *tok_pos)
+{
+    extern __shared__ float sh[]; // q[D], acc[ATT_WARPS][D], then out[D]
+    __shared__ float wm[ATT_WARPS], ws[ATT_WARPS];
+    const uint32_t t = blockIdx.x, h = blockIdx.y, D = a.head_dim;
+    const uint32_t lane = threadIdx.x % 32, w = threadIdx.x / 32, per = D / 32;
+    float *qs = sh, *accs = sh + D, *out = accs + ATT_WARPS * D;
+    float *row = attn + (size_t)t * a.a_width + (size_t)h * D;
+    for (uint32_t e = threadIdx.x; e < D; e += blockDim.x)
+        qs[e] = row[e];
+    __syncthreads();
+    const uint32_t kvh = h / (a.n_head / a.n_head_kv), pos = tok_pos[t], seq = tok_seq[t];
+    const uint64_t kh = bg_head_bytes(a.type_k, D), vh = bg_head_bytes(a.type_v, D);
+    const uint8_t *kc = k_cache + seq * a.k_seq_bytes + kvh * kh;
+    const uint8_t *vc = v_cache + seq * a.v_seq_bytes + kvh * vh;
+    float acc[ATT_MAX_PER_LANE];
+    for (uint32_t i = 0; i < per; i++)
+        acc[i] = 0.0f;
+    float M = -INFINITY, S = 0.0f;
+    for (uint32_t p = w; p <= pos; p += ATT_WARPS) {
+        const uint8_t *kp = kc + p * a.k_row_bytes, *vp = vc + p * a.v_row_bytes;
+        float d = 0.0f;
+        for (uint32_t i = 0; i < per; i++) {
+            const uint32_t e = lane + 32 * i;
+            d += bg_cache_get(a.type_k, kp, e) * qs[e];
+        }
+        const float sc = bg_warp_sum(d) * a.scale;
+        float ms = 1.0f, vs = 1.0f;
+        if (sc > M) {
+            ms = expf(M - sc);
+            M = sc;
+        } else {
+            vs = expf(sc - M);
+        }
+        for (uint32_t i = 0; i < per; i++)
+            acc[i] = acc[i] * ms + bg_cache_get(a.type_v, vp, lane + 32 * i) * vs;
+        S = S * ms + vs;
+    }
+    for (uint32_t i = 0; i < per; i++)
+        accs[w * D + lane + 32 * i] = acc[i];
+    if (lane == 0) {
+        wm[w] = M;
+        ws[w] = S;
+    }
+    __syncthreads();
+    float Mall = -INFINITY;
+    for (int k = 0; k < ATT_WARPS; k++)
+        Mall = fmaxf(Mall, wm[k]);
+    float Sall = 0.0f;
+    for (int k = 0; k < ATT_WARPS; k++)
+        Sall += wm[k] == -INFINITY ? 0.0f : ws[k] * expf(wm[k] - Mall);
+    const float inv = Sall == 0.0f ? 0.0f : 1.0f / Sall;
+    for (uint32_t e = threadIdx.x; e < D; e += blockDim.x) {
+        float o = 0.0f;
+        for (int k = 0; k < ATT_WARPS; k++)
+            if (wm[k] != -INFINITY)
+                o += accs[k * D + e] * expf(wm[k] - Mall);
+        out[e] = o * inv;
+    }
+    __syncthreads();
+    if (a.v_rotation) {
+        // the rotation is its own inverse; chunks of v_rotation, in turn
+        const float scale = 1.0f / sqrtf((float)a.v_rotation);
+        for (uint32_t e = threadIdx.x; e < D; e += blockDim.x)
+            out[e] *= scale;
+        __syncthreads();
+        for (uint32_t span = 1; span < a.v_rotation; span <<= 1) {
+            for (uint32_t e = threadIdx.x; e < D; e += blockDim.x)
+                if ((e & span) == 0) {
+                    const float x = out[e], y = out[e + span];
+                    out[e] = x + y;
+                    out[e + span] = x - y;
+                }
+            __syncthreads();
+        }
+    }
+    const float *gr = gate + (size_t)t * a.a_width + (size_t)h * D;
+    for (uint32_t e = threadIdx.x; e < D; e += blockDim.x)
+        row[e] = a.gated ? out[e] * bg_sigmoid(gr[e]) : out[e];
+}
+
+extern "C" int bg_cuda_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *d_q, float *d_kv,
+                                 float *d_gate, float *d_attn, const float *d_q_norm,
+                                 const float *d_k_norm, uint8_t *d_k_cache, uint8_t *d_v_cache,
+                                 const uint32_t *d_tok_seq, const uint32_t *d_tok_pos)
+{
+    const uint32_t D = a->head_dim;
+    if (D % 32 || D > 32 * ATT_MAX_PER_LANE || a->n_head % a->n_head_kv ||
+        a->rope_dims > D || (a->k_rotation && D % a->k_rotation) ||
+        (a->v_rotation && D % a->v_rotation)) {
+        snprintf(g->err, sizeof g->err, "attention: head size %u not handled", D);
+        return -1;
+    }
+    if (!a->n_tok)
+        return 0;
+    const uint32_t heads = a->n_head > a->n_head_kv ? a->n_head : a->n_head_kv;
+    k_attn_prepare<<<dim3(a->n_tok, heads), D, D * sizeof(float), g->stream>>>(
+        *a, d_q, d_kv, d_gate, d_attn, d_q_norm, d_k_norm, d_k_cache, d_v_cache, d_tok_seq,
+        d_tok_pos);
+    if (bg_cuda_launched(g, "attention (prepare)"))
+        return -1;
+    const size_t shmem = (size_t)(2 + ATT_WARPS) * D * sizeof(float);
+    k_attn<<<dim3(a->n_tok, a->n_head), ATT_WARPS * 32, shmem, g->stream>>>(
+        *a, d_attn, d_gate, d_k_cache, d_v_cache, d_tok_seq, d_tok_pos);
+    return bg_cuda_launched(g, "attention");
+}
+
+// --------------------------------------------------------------- DeltaNet
+
+// beta = sigmoid(beta), decay = softplus(alpha + dt) * a, per token and head.
+__global__ void k_dn_gates(float *heads, const float *dt, const float *a_log, uint32_t Hv,
+                           uint32_t n_tok)
+{
+    const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= Hv * n_tok)
+        return;
+    float *row = heads + (size_t)(i / Hv) * 2 * Hv;
+    const uint32_t h = i % Hv;
+    row[h] = bg_sigmoid(row[h]);
+    row[Hv + h] = bg_softplus(row[Hv + h] + dt[h]) * a_log[h];
+}
+
+// The causal depthwise convolution, one thread per channel, the tokens in
+// order; the state keeps each sequence's last K - 1 inputs.
+__global__ void k_dn_conv(float *qkv, size_t q_width, const float *w, float *conv,
+                          uint64_t conv_seq, const uint32_t *tok_seq, uint32_t conv_dim,
+                          uint32_t K, uint32_t n_tok)
+{
+    const uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= conv_dim)
+        return;
+    const float *wc = w + (size_t)c * K;
+    for (uint32_t t = 0; t < n_tok; t++) {
+        float *hist = conv + tok_seq[t] * conv_seq + (size_t)c * (K - 1);
+        float *x = qkv + (size_t)t * q_width + c;
+        float acc = 0.0f;
+        for (uint32_t j = 0; j + 1 < K; j++)
+            acc = __fadd_rn(acc, __fmul_rn(hist[j], wc[j]));
+        acc = __fadd_rn(acc, __fmul_rn(*x, wc[K - 1]));
+        if (K > 1) {
+            for (uint32_t j = 0; j + 2 < K; j++)
+                hist[j] = hist[j + 1];
+            hist[K - 2] = *x;
+        }
+        *x = bg_silu(acc);
+    }
+}
+
+// l2 norm of each q and k head (one warp each), as ops.c's bg_l2norm.
+__global__ void k_dn_l2(float *qkv, size_t q_width, uint32_t S, uint32_t n_heads2, float eps,
+                        uint32_t n_tok)
+{
+    const uint32_t wi = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+    if (wi >= n_heads2 * n_tok)
+        return;
+    float *x = qkv + (size_t)(wi / n_heads2) * q_width + (size_t)(wi % n_heads2) * S;
+    double sum = 0.0;
+    for (uint32_t j = lane; j < S; j += 32)
+        sum += (double)(x[j] * x[j]);
+    sum = bg_warp_sum_d(sum);
+    const float mean = (float)(sum / (double)S);
+    const float scale = 1.0f / sqrtf(mean + eps / (float)S);
+    const float s = 1.0f / sqrtf((float)S);
+    for (uint32_t j = lane; j < S; j += 32)
+        x[j] = (x[j] * scale) * s;
+}
+
+enum { DN_WARPS = 4, DN_MAX_PER_LANE = 8 }; // state size <= 256
+
+// The delta rule for value head blockIdx.x over the tokens in order:
+//   M = M * exp(g);  M += beta (v - M k) k^T;  o = M q / sqrt(S)
+// a warp per state row at a time (rows are independent).
+__global__ void __launch_bounds__(DN_WARPS * 32)
+    k_dn_recur(const float *qkv, size_t q_width, const float *heads, float *ssm,
+               uint64_t ssm_seq, float *attn, size_t a_width, const uint32_t *tok_seq,
+               uint32_t S, uint32_t Hk, uint32_t Hv, uint32_t n_tok)
+{
+    const uint32_t h = blockIdx.x, lane = threadIdx.x % 32, w = threadIdx.x / 32, per = S / 32;
+    const uint32_t key_dim = S * Hk;
+    const float scale = 1.0f / sqrtf((float)S);
+    for (uint32_t t = 0; t < n_tok; t++) {
+        const float *x = qkv + (size_t)t * q_width;
+        const float *qh = x + (h % Hk) * S, *kh = x + key_dim + (h % Hk) * S;
+        const float *vh = x + 2 * key_dim + (size_t)h * S;
+        const float beta = heads[(size_t)t * 2 * Hv + h];
+        const float g = expf(heads[(size_t)t * 2 * Hv + Hv + h]);
+        float *M = ssm + tok_seq[t] * ssm_seq + (size_t)h * S * S;
+        float k[DN_MAX_PER_LANE], q[DN_MAX_PER_LANE];
+        for (uint32_t u = 0; u < per; u++) {
+            k[u] = kh[lane + 32 * u];
+            q[u] = qh[lane + 32 * u];
+        }
+        for (uint32_t r = w; r < S; r += DN_WARPS) {
+            float *row = M + (size_t)r * S;
+            float m[DN_MAX_PER_LANE], mk = 0.0f;
+            for (uint32_t u = 0; u < per; u++) {
+                m[u] = row[lane + 32 * u] * g;
+                mk += m[u] * k[u];
+            }
+            mk = bg_warp_sum(mk);
+            const float d = (vh[r] - mk) * beta;
+            float mq = 0.0f;
+            for (uint32_t u = 0; u < per; u++) {
+                m[u] += k[u] * d;
+                row[lane + 32 * u] = m[u];
+                mq += m[u] * q[u];
+            }
+            mq = bg_warp_sum(mq);
+            if (lane == 0)
+                attn[(size_t)t * a_width + (size_t)h * S + r] = mq * scale;
+        }
+        __syncwarp();
+    }
+}
+
+// The gated norm per value head: rmsnorm(o) * w * silu(z), one warp each.
+__global__ void k_dn_norm(float *attn, size_t a_width, const float *z, const float *w,
+                          uint32_t S, uint32_t Hv, float eps, uint32_t n_tok)
+{
+    const uint32_t wi = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+    if (wi >= Hv * n_tok)
+        return;
+    const size_t off = (size_t)(wi / Hv) * a_width + (size_t)(wi % Hv) * S;
+    float *o = attn + off;
+    const float *zz = z + off;
+    double sum = 0.0;
+    for (uint32_t j = lane; j < S; j += 32)
+        sum += (double)(o[j] * o[j]);
+    sum = bg_warp_sum_d(sum);
+    const float mean = (float)(sum / (double)S);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (uint32_t j = lane; j < S; j += 32)
+        o[j] = ((o[j] * scale) * w[j]) * bg_silu(zz[j]);
+}
+
+extern "C" int bg_cuda_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float *d_qkv,
+                                const float *d_z, float *d_heads, const float *d_dt,
+                                const float *d_a, const float *d_conv_w, const float *d_norm_w,
+                                float *d_conv, float *d_ssm, float *d_attn,
+                                const uint32_t *d_tok_seq)
+{
+    const uint32_t S = a->state, Hk = a->n_k_heads, Hv = a->n_v_heads, n = a->n_tok;
+    if (S % 32 || S > 32 * DN_MAX_PER_LANE || !Hk || Hv % Hk || a->conv_kernel < 1) {
+        snprintf(g->err, sizeof g->err, "DeltaNet: state size %u not handled", S);
+        return -1;
+    }
+    if (!n)
+        return 0;
+    const uint32_t conv_dim = 2 * S * Hk + S * Hv;
+    k_dn_gates<<<(Hv * n + 255) / 256, 256, 0, g->stream>>>(d_heads, d_dt, d_a, Hv, n);
+    if (bg_cuda_launched(g, "DeltaNet gates"))
+        return -1;
+    k_dn_conv<<<(conv_dim + 127) / 128, 128, 0, g->stream>>>(
+        d_qkv, a->q_width, d_conv_w, d_conv, a->conv_seq_floats, d_tok_seq, conv_dim,
+        a->conv_kernel, n);
+    if (bg_cuda_launched(g, "DeltaNet convolution"))
+        return -1;
+    const uint32_t l2_warps = 2 * Hk * n;
+    k_dn_l2<<<(l2_warps * 32 + 127) / 128, 128, 0, g->stream>>>(d_qkv, a->q_width, S, 2 * Hk,
+                                                                a->eps, n);
+    if (bg_cuda_launched(g, "DeltaNet l2 norm"))
+        return -1;
+    k_dn_recur<<<Hv, DN_WARPS * 32, 0, g->stream>>>(d_qkv, a->q_width, d_heads, d_ssm,
+                                                    a->ssm_seq_floats, d_attn, a->a_width,
+                                                    d_tok_seq, S, Hk, Hv, n);
+    if (bg_cuda_launched(g, "DeltaNet state"))
+        return -1;
+    k_dn_norm<<<(Hv * n * 32 + 127) / 128, 128, 0, g->stream>>>(d_attn, a->a_width, d_z,
+                                                                d_norm_w, S, Hv, a->eps, n);
+    return bg_cuda_launched(g, "DeltaNet norm");
+}

@@ -1,0 +1,276 @@
+// The CUDA implementation of the device interface (src/gpu.h): the
+// context and stream, the one arena, copies, CUDA graphs, and the small
+// element-wise kernels. The heavy kernels are in matmul.cu and
+// attention.cu. Not yet run on a GPU (written in a session without one).
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.cuh"
+
+static int bg_check(bg_gpu *g, cudaError_t e, const char *what)
+{
+    return e == cudaSuccess ? 0 : bg_cuda_fail(g, e, what);
+}
+
+static int gpu_init(int device, bg_gpu **out, char *desc, size_t desc_cap, char *msg,
+                    size_t msg_cap)
+{
+    *out = NULL;
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n <= device) {
+        snprintf(msg, msg_cap, "no CUDA device %d (%s)", device,
+                 e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+        return -1;
+    }
+    cudaDeviceProp prop;
+    if ((e = cudaSetDevice(device)) != cudaSuccess ||
+        (e = cudaGetDeviceProperties(&prop, device)) != cudaSuccess) {
+        snprintf(msg, msg_cap, "device %d: %s", device, cudaGetErrorString(e));
+        return -1;
+    }
+    bg_gpu *g = (bg_gpu *)calloc(1, sizeof *g);
+    if (!g) {
+        snprintf(msg, msg_cap, "out of memory");
+        return -1;
+    }
+    g->device = device;
+    if ((e = cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        snprintf(msg, msg_cap, "creating a stream: %s", cudaGetErrorString(e));
+        free(g);
+        return -1;
+    }
+    snprintf(desc, desc_cap, "%s (sm_%d%d, %.1f GiB)", prop.name, prop.major, prop.minor,
+             prop.totalGlobalMem / 1073741824.0);
+    *out = g;
+    return 0;
+}
+
+static void gpu_destroy(bg_gpu *g)
+{
+    if (!g)
+        return;
+    cudaSetDevice(g->device);
+    if (g->capturing) {
+        cudaGraph_t graph;
+        cudaStreamEndCapture(g->stream, &graph);
+        if (graph)
+            cudaGraphDestroy(graph);
+    }
+    for (int i = 0; i < g->n_graphs; i++)
+        cudaGraphExecDestroy(g->graphs[i].exec);
+    cudaStreamSynchronize(g->stream);
+    cudaFree(g->arena);
+    cudaStreamDestroy(g->stream);
+    free(g);
+}
+
+static const char *gpu_error(const bg_gpu *g) { return g->err[0] ? g->err : "unknown error"; }
+
+static int gpu_mem_info(bg_gpu *g, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    size_t f = 0, t = 0;
+    if (bg_check(g, cudaMemGetInfo(&f, &t), "cudaMemGetInfo"))
+        return -1;
+    *free_bytes = f;
+    *total_bytes = t;
+    return 0;
+}
+
+static int gpu_alloc(bg_gpu *g, uint64_t bytes, void **d_out)
+{
+    if (g->arena) {
+        snprintf(g->err, sizeof g->err, "the arena is allocated once");
+        return -1;
+    }
+    if (bg_check(g, cudaMalloc(&g->arena, bytes ? bytes : 1), "cudaMalloc"))
+        return -1;
+    *d_out = g->arena;
+    return 0;
+}
+
+static int gpu_upload(bg_gpu *g, void *d_dst, const void *src, uint64_t bytes)
+{
+    return bg_check(g, cudaMemcpyAsync(d_dst, src, bytes, cudaMemcpyHostToDevice, g->stream),
+                    "copy to the device");
+}
+
+static int gpu_download(bg_gpu *g, void *dst, const void *d_src, uint64_t bytes)
+{
+    if (bg_check(g, cudaMemcpyAsync(dst, d_src, bytes, cudaMemcpyDeviceToHost, g->stream),
+                 "copy from the device"))
+        return -1;
+    return bg_check(g, cudaStreamSynchronize(g->stream), "the device's work");
+}
+
+static int gpu_zero(bg_gpu *g, void *d_dst, uint64_t bytes)
+{
+    return bg_check(g, cudaMemsetAsync(d_dst, 0, bytes, g->stream), "cudaMemset");
+}
+
+static int gpu_sync(bg_gpu *g)
+{
+    return bg_check(g, cudaStreamSynchronize(g->stream), "the device's work");
+}
+
+static bool gpu_supports(uint32_t type)
+{
+    switch (type) {
+    case T_F32: case T_F16: case T_BF16: case T_Q4_0: case T_Q4_1: case T_Q5_0: case T_Q5_1:
+    case T_Q8_0: case T_IQ4_NL: case T_Q4_K: case T_Q5_K: case T_Q6_K: case T_IQ4_XS:
+        return true;
+    default:
+        return false;
+    }
+}
+
+// ------------------------------------------------------------ small ops
+
+// One block per row: rmsnorm as ops.c's bg_rmsnorm.
+__global__ void k_rmsnorm(float *y, size_t ys, const float *x, size_t xs, const float *w,
+                          uint32_t n, float eps)
+{
+    __shared__ double red[32];
+    const float *xr = x + (size_t)blockIdx.x * xs;
+    float *yr = y + (size_t)blockIdx.x * ys;
+    double sum = 0.0;
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+        sum += (double)(xr[i] * xr[i]);
+    sum = bg_warp_sum_d(sum);
+    if (threadIdx.x % 32 == 0)
+        red[threadIdx.x / 32] = sum;
+    __syncthreads();
+    double total = 0.0;
+    for (unsigned k = 0; k < blockDim.x / 32; k++)
+        total += red[k];
+    const float mean = (float)(total / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+        yr[i] = w ? (xr[i] * scale) * w[i] : xr[i] * scale;
+}
+
+static int gpu_rmsnorm(bg_gpu *g, float *d_y, size_t y_stride, const float *d_x,
+                       size_t x_stride, const float *d_w, uint32_t n, uint32_t n_rows, float eps)
+{
+    if (!n_rows)
+        return 0;
+    k_rmsnorm<<<n_rows, 256, 0, g->stream>>>(d_y, y_stride, d_x, x_stride, d_w, n, eps);
+    return bg_cuda_launched(g, "rmsnorm");
+}
+
+__global__ void k_add(float *x, const float *y, uint64_t n)
+{
+    const uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        x[i] = __fadd_rn(x[i], y[i]);
+}
+
+static int gpu_add(bg_gpu *g, float *d_x, const float *d_y, uint64_t n)
+{
+    if (!n)
+        return 0;
+    k_add<<<(unsigned)((n + 255) / 256), 256, 0, g->stream>>>(d_x, d_y, n);
+    return bg_cuda_launched(g, "add");
+}
+
+__global__ void k_silu_mul(float *gate, const float *up, uint32_t n, size_t stride,
+                           uint32_t n_rows)
+{
+    const uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (uint64_t)n * n_rows)
+        return;
+    const size_t at = (size_t)(i / n) * stride + i % n;
+    gate[at] = bg_silu(gate[at]) * up[at];
+}
+
+extern "C" int bg_cuda_silu_mul(bg_gpu *g, float *d_g, const float *d_u, uint32_t n,
+                                size_t stride, uint32_t n_tok)
+{
+    const uint64_t total = (uint64_t)n * n_tok;
+    if (!total)
+        return 0;
+    k_silu_mul<<<(unsigned)((total + 255) / 256), 256, 0, g->stream>>>(d_g, d_u, n, stride, n_tok);
+    return bg_cuda_launched(g, "silu");
+}
+
+// out[t] += sigmoid(w . xn[t]) * y[t]: one block per token; the dot is
+// summed in float in index order by one thread, as blocks.c does.
+__global__ void k_shared_gate(float *out, const float *y, const float *xn, const float *w,
+                              uint32_t n)
+{
+    __shared__ float gate;
+    const size_t off = (size_t)blockIdx.x * n;
+    if (threadIdx.x == 0) {
+        float s = 0.0f;
+        for (uint32_t j = 0; j < n; j++)
+            s = __fadd_rn(s, __fmul_rn(w[j], xn[off + j]));
+        gate = bg_sigmoid(s);
+    }
+    __syncthreads();
+    for (uint32_t j = threadIdx.x; j < n; j += blockDim.x)
+        out[off + j] = __fadd_rn(out[off + j], __fmul_rn(gate, y[off + j]));
+}
+
+static int gpu_shared_gate(bg_gpu *g, float *d_out, const float *d_y, const float *d_xn,
+                           const float *d_w, uint32_t n_embd, uint32_t n_tok)
+{
+    if (!n_tok)
+        return 0;
+    k_shared_gate<<<n_tok, 256, 0, g->stream>>>(d_out, d_y, d_xn, d_w, n_embd);
+    return bg_cuda_launched(g, "shared expert gate");
+}
+
+// --------------------------------------------------------------- graphs
+
+static int gpu_graph_begin(bg_gpu *g, uint64_t key, bool *replay)
+{
+    *replay = false;
+    for (int i = 0; i < g->n_graphs; i++)
+        if (g->graphs[i].key == key) {
+            *replay = true;
+            return 0;
+        }
+    if (g->n_graphs == BG_GPU_MAX_GRAPHS)
+        return 1; // no room: the caller runs eagerly
+    if (bg_check(g, cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal),
+                 "starting a graph capture"))
+        return -1;
+    g->capturing = true;
+    g->capture_key = key;
+    return 0;
+}
+
+// Launches the graph for key: the one just captured (instantiated first)
+// or the one replayed.
+static int gpu_graph_end(bg_gpu *g, uint64_t key)
+{
+    if (!g->capturing) {
+        for (int i = 0; i < g->n_graphs; i++)
+            if (g->graphs[i].key == key)
+                return bg_check(g, cudaGraphLaunch(g->graphs[i].exec, g->stream),
+                                "launching a graph");
+        snprintf(g->err, sizeof g->err, "no graph for batch size %llu", (unsigned long long)key);
+        return -1;
+    }
+    g->capturing = false;
+    cudaGraph_t graph = NULL;
+    if (bg_check(g, cudaStreamEndCapture(g->stream, &graph), "ending a graph capture"))
+        return -1;
+    cudaGraphExec_t exec = NULL;
+    cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (bg_check(g, e, "instantiating a graph"))
+        return -1;
+    g->graphs[g->n_graphs++] = (bg_gpu_graph){key, exec};
+    return bg_check(g, cudaGraphLaunch(exec, g->stream), "launching a graph");
+}
+
+static const bg_gpu_api api = {
+    gpu_init,        gpu_destroy,      gpu_error,        gpu_mem_info,   gpu_alloc,
+    gpu_upload,      gpu_download,     gpu_zero,         gpu_sync,       gpu_supports,
+    bg_cuda_matmul,  gpu_rmsnorm,      gpu_add,          bg_cuda_attention,
+    bg_cuda_deltanet, bg_cuda_moe,     gpu_shared_gate,  bg_cuda_silu_mul,   gpu_graph_begin,
+    gpu_graph_end,
+};
+
+extern "C" const bg_gpu_api *bg_gpu_api_get(void) { return &api; }

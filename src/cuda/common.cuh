@@ -1,0 +1,338 @@
+// Shared by the CUDA backend's translation units: the device context, error
+// reporting, and the dequantization of every weight format brigade reads.
+//
+// The formats mirror src/quant.h / src/quant.c (the CPU reference): the
+// same block layouts, the same value formulas (d * q, d * q + m, K-quant
+// group scales and mins, the IQ4 codebook). Written without a GPU to run
+// on: scripts/gpu-check.sh is the parity check against the CPU.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gpu.h"
+
+// GGUF type ids (src/types.h, which is C-only because of its _Static_asserts
+// elsewhere; the numbers are the file format's).
+enum {
+    T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q5_0 = 6, T_Q5_1 = 7, T_Q8_0 = 8,
+    T_Q4_K = 12, T_Q5_K = 13, T_Q6_K = 14, T_IQ4_NL = 20, T_IQ4_XS = 23, T_BF16 = 30,
+};
+
+struct bg_gpu_graph {
+    uint64_t key;
+    cudaGraphExec_t exec;
+};
+
+enum { BG_GPU_MAX_GRAPHS = 32 };
+
+struct bg_gpu {
+    int device;
+    cudaStream_t stream;
+    void *arena;
+    bool capturing;
+    uint64_t capture_key;
+    int n_graphs;
+    bg_gpu_graph graphs[BG_GPU_MAX_GRAPHS];
+    char err[256];
+};
+
+// Records the first error of a call; returns -1.
+static inline int bg_cuda_fail(bg_gpu *g, cudaError_t e, const char *what)
+{
+    snprintf(g->err, sizeof g->err, "%s: %s (%s)", what, cudaGetErrorString(e),
+             cudaGetErrorName(e));
+    return -1;
+}
+
+// After a kernel launch.
+static inline int bg_cuda_launched(bg_gpu *g, const char *what)
+{
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? 0 : bg_cuda_fail(g, e, what);
+}
+
+// ------------------------------------------------------------ scalars
+
+__device__ __forceinline__ float bg_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ uint16_t bg_f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
+__device__ __forceinline__ float bg_bf2f(uint16_t b) { return __uint_as_float((uint32_t)b << 16); }
+__device__ __forceinline__ uint16_t bg_ld16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+__device__ __forceinline__ uint32_t bg_ld32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+__device__ __forceinline__ float bg_silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float bg_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float bg_softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
+
+__device__ __forceinline__ float bg_warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ double bg_warp_sum_d(double v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float bg_warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+__constant__ static const int8_t bg_iq4_values[16] = {
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+};
+
+// ------------------------------------------------------- block formats
+
+// Bytes per block and elements per block, as src/types.c.
+template <int T> struct bg_fmt;
+template <> struct bg_fmt<T_F32> { enum { elems = 1, bytes = 4 }; };
+template <> struct bg_fmt<T_F16> { enum { elems = 1, bytes = 2 }; };
+template <> struct bg_fmt<T_BF16> { enum { elems = 1, bytes = 2 }; };
+template <> struct bg_fmt<T_Q4_0> { enum { elems = 32, bytes = 18 }; };
+template <> struct bg_fmt<T_Q4_1> { enum { elems = 32, bytes = 20 }; };
+template <> struct bg_fmt<T_Q5_0> { enum { elems = 32, bytes = 22 }; };
+template <> struct bg_fmt<T_Q5_1> { enum { elems = 32, bytes = 24 }; };
+template <> struct bg_fmt<T_Q8_0> { enum { elems = 32, bytes = 34 }; };
+template <> struct bg_fmt<T_IQ4_NL> { enum { elems = 32, bytes = 18 }; };
+template <> struct bg_fmt<T_Q4_K> { enum { elems = 256, bytes = 144 }; };
+template <> struct bg_fmt<T_Q5_K> { enum { elems = 256, bytes = 176 }; };
+template <> struct bg_fmt<T_Q6_K> { enum { elems = 256, bytes = 210 }; };
+template <> struct bg_fmt<T_IQ4_XS> { enum { elems = 256, bytes = 136 }; };
+
+// Bytes of a row of n elements.
+template <int T> __host__ __device__ constexpr uint64_t bg_row_bytes(uint64_t n)
+{
+    return n / bg_fmt<T>::elems * bg_fmt<T>::bytes;
+}
+
+// The 6-bit scale and min of group g of a Q4_K/Q5_K block (scales: 12 bytes).
+__device__ __forceinline__ void bg_k_scale_min(const uint8_t *sc, int g, int *s, int *m)
+{
+    if (g < 4) {
+        *s = sc[g] & 63;
+        *m = sc[g + 4] & 63;
+    } else {
+        *s = (sc[g + 4] & 0xF) | (sc[g - 4] >> 6) << 4;
+        *m = (sc[g + 4] >> 4) | (sc[g] >> 6) << 4;
+    }
+}
+
+// Dequantizes chunk c (elements 32c .. 32c+31) of a row into v.
+template <int T> __device__ __forceinline__ void bg_deq32(const uint8_t *row, uint64_t c, float v[32]);
+
+template <> __device__ __forceinline__ void bg_deq32<T_F32>(const uint8_t *row, uint64_t c, float v[32])
+{
+    const float *p = (const float *)row + c * 32;
+#pragma unroll
+    for (int j = 0; j < 32; j++)
+        v[j] = p[j];
+}
+template <> __device__ __forceinline__ void bg_deq32<T_F16>(const uint8_t *row, uint64_t c, float v[32])
+{
+    const uint16_t *p = (const uint16_t *)row + c * 32;
+#pragma unroll
+    for (int j = 0; j < 32; j++)
+        v[j] = bg_h2f(p[j]);
+}
+template <> __device__ __forceinline__ void bg_deq32<T_BF16>(const uint8_t *row, uint64_t c, float v[32])
+{
+    const uint16_t *p = (const uint16_t *)row + c * 32;
+#pragma unroll
+    for (int j = 0; j < 32; j++)
+        v[j] = bg_bf2f(p[j]);
+}
+// x = d * (q - 8)
+template <> __device__ __forceinline__ void bg_deq32<T_Q4_0>(const uint8_t *row, uint64_t c, float v[32])
+{
+    const uint8_t *b = row + c * 18;
+    const float d = bg_h2f(bg_ld16(b));
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        v[j] = (float)((b[2 + j] & 0xF) - 8) * d;
+        v[j + 16] = (float)((b[2 + j] >> 4) - 8) * d;
+    }
+}
+// x = d * q + m
+template <> __device__ __forceinline__ void bg_deq32<T_Q4_1>(const uint8_t *row, uint64_t c, float v[32])
+{
+    const uint8_t *b = row + c * 20;
+    const float d = bg_h2f(bg_ld16(b)), m = bg_h2f(bg_ld16(b + 2));
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        v[j] = __fadd_rn(__fmul_rn((float)(b[4 + j] & 0xF), d), m);
+        v[j + 16] = __fadd_rn(__fmul_rn((float)(b[4 + j] >> 4), d), m);
+    }
+}
+// x = d * (q - 16), bit 4 of q[j] is bit j of qh
+template <> __device__ __forceinline__ void bg_deq32<T_Q5_0>(const uint8_t *row, uint64_t c, float v[32])
+{
+    const uint8_t *b = row + c * 22;
+    const float d = bg_h2f(bg_ld16(b));
+    const uint32_t qh = bg_ld32(b + 2);
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const int lo = (b[6 + j] & 0xF) | ((qh >> j) & 1) << 4;
+        const int hi = (b[6 + j] >> 4) | ((qh >> (j + 16)) & 1) << 4;
+        v[j] = (float)(lo - 16) * d;
+        v[j + 16] = (float)(hi - 16) * d;
+    }
+}
+template <> __device__ __forceinline__ void bg_deq32<T_Q5_1>(const uint8_t *row, uint64_t c, float v[32])
+{
+    const uint8_t *b = row + c * 24;
+    const float d = bg_h2f(bg_ld16(b)), m = bg_h2f(bg_ld16(b + 2));
+    const uint32_t qh = bg_ld32(b + 4);
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const int lo = (b[8 + j] & 0xF) | ((qh >> j) & 1) << 4;
+        const int hi = (b[8 + j] >> 4) | ((qh >> (j + 16)) & 1) << 4;
+        v[j] = __fadd_rn(__fmul_rn((float)lo, d), m);
+        v[j + 16] = __fadd_rn(__fmul_rn((float)hi, d), m);
+    }
+}
+template <> __device__ __forceinline__ void bg_deq32<T_Q8_0>(const uint8_t *row, uint64_t c, float v[32])
+{
+    const uint8_t *b = row + c * 34;
+    const float d = bg_h2f(bg_ld16(b));
+#pragma unroll
+    for (int j = 0; j < 32; j++)
+        v[j] = (float)(int8_t)b[2 + j] * d;
+}
+template <> __device__ __forceinline__ void bg_deq32<T_IQ4_NL>(const uint8_t *row, uint64_t c, float v[32])
+{
+    const uint8_t *b = row + c * 18;
+    const float d = bg_h2f(bg_ld16(b));
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        v[j] = (float)bg_iq4_values[b[2 + j] & 0xF] * d;
+        v[j + 16] = (float)bg_iq4_values[b[2 + j] >> 4] * d;
+    }
+}
+// Eight groups of 32: x = d * sc[g] * q - dmin * mn[g]; within each
+// 64-element chunk byte l holds q[l] (low nibble) and q[l + 32] (high).
+template <> __device__ __forceinline__ void bg_deq32<T_Q4_K>(const uint8_t *row, uint64_t c, float v[32])
+{
+    const uint8_t *b = row + (c / 8) * 144;
+    const int g = (int)(c % 8);
+    int sc, mn;
+    bg_k_scale_min(b + 4, g, &sc, &mn);
+    const float ds = __fmul_rn(bg_h2f(bg_ld16(b)), (float)sc);
+    const float dm = __fmul_rn(bg_h2f(bg_ld16(b + 2)), (float)mn);
+    const uint8_t *qs = b + 16 + 32 * (g / 2);
+    const int shift = 4 * (g % 2);
+#pragma unroll
+    for (int j = 0; j < 32; j++)
+        v[j] = __fsub_rn(__fmul_rn(ds, (float)((qs[j] >> shift) & 0xF)), dm);
+}
+// As Q4_K, bit 4 of q[e] is bit e / 32 of qh[e % 32].
+template <> __device__ __forceinline__ void bg_deq32<T_Q5_K>(const uint8_t *row, uint64_t c, float v[32])
+{
+    const uint8_t *b = row + (c / 8) * 176;
+    const int g = (int)(c % 8);
+    int sc, mn;
+    bg_k_scale_min(b + 4, g, &sc, &mn);
+    const float ds = __fmul_rn(bg_h2f(bg_ld16(b)), (float)sc);
+    const float dm = __fmul_rn(bg_h2f(bg_ld16(b + 2)), (float)mn);
+    const uint8_t *qh = b + 16, *qs = b + 48 + 32 * (g / 2);
+    const int shift = 4 * (g % 2);
+#pragma unroll
+    for (int j = 0; j < 32; j++) {
+        const int q = ((qs[j] >> shift) & 0xF) | ((qh[j] >> g) & 1) << 4;
+        v[j] = __fsub_rn(__fmul_rn(ds, (float)q), dm);
+    }
+}
+// Sixteen groups of 16: x = d * scales[g] * (q - 32); per 128-element
+// half: low nibbles in 64 bytes of ql (q[l] low, q[l + 64] high), the top
+// two bits of q[e] at bits 2 * (e / 32) of qh[e % 32].
+template <> __device__ __forceinline__ void bg_deq32<T_Q6_K>(const uint8_t *row, uint64_t c, float v[32])
+{
+    const uint8_t *b = row + (c / 8) * 210;
+    const uint8_t *ql = b, *qh = b + 128;
+    const int8_t *scales = (const int8_t *)(b + 192);
+    const float d = bg_h2f(bg_ld16(b + 208));
+    const int e0 = 32 * (int)(c % 8); // first element in the block
+    const int h = e0 / 128, el0 = e0 % 128;
+    const float ds0 = __fmul_rn(d, (float)scales[e0 / 16]);
+    const float ds1 = __fmul_rn(d, (float)scales[e0 / 16 + 1]);
+#pragma unroll
+    for (int j = 0; j < 32; j++) {
+        const int el = el0 + j;
+        const int lo = el < 64 ? ql[64 * h + el] & 0xF : ql[64 * h + el - 64] >> 4;
+        const int hi = (qh[32 * h + el % 32] >> (2 * (el / 32))) & 3;
+        v[j] = __fmul_rn(j < 16 ? ds0 : ds1, (float)((lo | hi << 4) - 32));
+    }
+}
+// Eight groups of 32: x = d * (ls[g] - 32) * kvalues[q].
+template <> __device__ __forceinline__ void bg_deq32<T_IQ4_XS>(const uint8_t *row, uint64_t c, float v[32])
+{
+    const uint8_t *b = row + (c / 8) * 136;
+    const int g = (int)(c % 8);
+    const float d = bg_h2f(bg_ld16(b));
+    const int lo = (b[4 + g / 2] >> (4 * (g % 2))) & 0xF;
+    const int hi = (bg_ld16(b + 2) >> (2 * g)) & 3;
+    const float ds = __fmul_rn(d, (float)((lo | hi << 4) - 32));
+    const uint8_t *qs = b + 8 + 16 * g;
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        v[j] = __fmul_rn(ds, (float)bg_iq4_values[qs[j] & 0xF]);
+        v[j + 16] = __fmul_rn(ds, (float)bg_iq4_values[qs[j] >> 4]);
+    }
+}
+
+// Runs CALL(T) for the compile-time type matching a runtime id; ok is set
+// false for a type without kernels.
+#define BG_DISPATCH(type, ok, CALL)                                                            \
+    do {                                                                                     \
+        (ok) = true;                                                                         \
+        switch (type) {                                                                      \
+        case T_F32: CALL(T_F32); break;                                                      \
+        case T_F16: CALL(T_F16); break;                                                      \
+        case T_BF16: CALL(T_BF16); break;                                                    \
+        case T_Q4_0: CALL(T_Q4_0); break;                                                    \
+        case T_Q4_1: CALL(T_Q4_1); break;                                                    \
+        case T_Q5_0: CALL(T_Q5_0); break;                                                    \
+        case T_Q5_1: CALL(T_Q5_1); break;                                                    \
+        case T_Q8_0: CALL(T_Q8_0); break;                                                    \
+        case T_IQ4_NL: CALL(T_IQ4_NL); break;                                                \
+        case T_Q4_K: CALL(T_Q4_K); break;                                                    \
+        case T_Q5_K: CALL(T_Q5_K); break;                                                    \
+        case T_Q6_K: CALL(T_Q6_K); break;                                                    \
+        case T_IQ4_XS: CALL(T_IQ4_XS); break;                                                \
+        default: (ok) = false; break;                                                        \
+        }                                                                                    \
+    } while (0)
+
+// Entry points of the other translation units (one table in backend.cu).
+extern "C" {
+int bg_cuda_matmul(bg_gpu *g, uint32_t type, const void *d_w, uint64_t n_in, uint64_t n_out,
+                   const float *d_x, size_t x_stride, float *d_y, size_t y_stride,
+                   uint32_t n_tok);
+int bg_cuda_silu_mul(bg_gpu *g, float *d_g, const float *d_u, uint32_t n, size_t stride,
+                     uint32_t n_tok);
+int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_xn, float *d_router,
+                const void *d_gate, const void *d_up, const void *d_down, int32_t *d_chosen,
+                float *d_chosen_w, float *d_ff, float *d_slot_out, float *d_out);
+int bg_cuda_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *d_q, float *d_kv,
+                      float *d_gate, float *d_attn, const float *d_q_norm, const float *d_k_norm,
+                      uint8_t *d_k_cache, uint8_t *d_v_cache, const uint32_t *d_tok_seq,
+                      const uint32_t *d_tok_pos);
+int bg_cuda_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float *d_qkv, const float *d_z,
+                     float *d_heads, const float *d_dt, const float *d_a,
+                     const float *d_conv_w, const float *d_norm_w, float *d_conv, float *d_ssm,
+                     float *d_attn, const uint32_t *d_tok_seq);
+}

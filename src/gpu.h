@@ -1,0 +1,129 @@
+/* The device interface of the GPU backend: a table of functions that
+ * src/cuda/ implements with CUDA (make CUDA=1) and that src/gpu_stub.c
+ * leaves empty (bg_gpu_api() returns NULL) in every other build. The
+ * forward pass on the device (src/gpu_backend.c) is plain C over this
+ * table, so no model code has an #ifdef and the host logic is compiled
+ * and tested everywhere.
+ *
+ * Plain C types only: this header is included from C11 and from the CUDA
+ * C++ of the .cu files in src/cuda/. Pointers named d_* are device addresses. Every
+ * operation is enqueued on the backend's one stream and returns 0, or -1
+ * with a message kept for bg_gpu_api.error(); kernel faults surface at the
+ * next synchronizing call (download, sync). */
+#ifndef BG_GPU_H
+#define BG_GPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct bg_gpu bg_gpu;
+
+/* Attention over the cache for every token of a micro-batch. */
+typedef struct bg_gpu_attn_args {
+    uint32_t n_tok, n_head, n_head_kv, head_dim;
+    uint32_t type_k, type_v;         /* GGUF ids: f32, f16, q8_0, q4_0 */
+    uint64_t k_row_bytes, v_row_bytes; /* one position, all kv heads */
+    uint64_t k_seq_bytes, v_seq_bytes; /* one sequence's cache */
+    uint32_t k_rotation, v_rotation; /* Hadamard sizes, 0: none */
+    bool gated;                      /* qwen35moe: q interleaved with its gate per head */
+    uint32_t rope_dims;
+    float rope_base, eps, scale;
+    size_t q_width, a_width, kv_width; /* row strides of q, attn/gate, kv (floats) */
+} bg_gpu_attn_args;
+
+/* The Gated DeltaNet recurrence for every token of a micro-batch, in
+ * order (tokens of one sequence follow each other in the batch). */
+typedef struct bg_gpu_deltanet_args {
+    uint32_t n_tok;
+    uint32_t state, n_k_heads, n_v_heads, conv_kernel; /* S, Hk, Hv, K */
+    float eps;
+    uint64_t conv_seq_floats, ssm_seq_floats; /* one sequence's state */
+    size_t q_width, a_width;
+} bg_gpu_deltanet_args;
+
+/* A mixture of experts over a micro-batch: routing and the routed experts
+ * on the device, without a host round trip. */
+typedef struct bg_gpu_moe_args {
+    uint32_t n_tok, n_embd, n_ff, n_expert, n_used;
+    uint32_t type_gate, type_up, type_down;
+    uint64_t gate_expert_bytes, up_expert_bytes, down_expert_bytes; /* one expert's matrix */
+    size_t ff_width;
+} bg_gpu_moe_args;
+
+typedef struct bg_gpu_api {
+    /* Starts on device `device`: a context, a stream and the library
+     * handles. desc receives a description ("NVIDIA H200, sm_90, ..."). */
+    int (*init)(int device, bg_gpu **out, char *desc, size_t desc_cap, char *msg,
+                size_t msg_cap);
+    void (*destroy)(bg_gpu *g);
+    const char *(*error)(const bg_gpu *g);
+    int (*mem_info)(bg_gpu *g, uint64_t *free_bytes, uint64_t *total_bytes);
+    /* The one arena (and its release in destroy). */
+    int (*alloc)(bg_gpu *g, uint64_t bytes, void **d_out);
+    int (*upload)(bg_gpu *g, void *d_dst, const void *src, uint64_t bytes);
+    /* Waits for the stream, then copies. */
+    int (*download)(bg_gpu *g, void *dst, const void *d_src, uint64_t bytes);
+    int (*zero)(bg_gpu *g, void *d_dst, uint64_t bytes);
+    int (*sync)(bg_gpu *g);
+    /* Whether the kernels handle a weight type (GGUF id). */
+    bool (*supports)(uint32_t type);
+
+    /* y[t][o] = sum_i W[o][i] x[t][i] for n_tok tokens; W has n_out rows
+     * of n_in in `type`. */
+    int (*matmul)(bg_gpu *g, uint32_t type, const void *d_w, uint64_t n_in, uint64_t n_out,
+                  const float *d_x, size_t x_stride, float *d_y, size_t y_stride,
+                  uint32_t n_tok);
+    /* y = x / sqrt(mean(x^2) + eps) * w (w may be NULL), rows of n. */
+    int (*rmsnorm)(bg_gpu *g, float *d_y, size_t y_stride, const float *d_x, size_t x_stride,
+                   const float *d_w, uint32_t n, uint32_t n_rows, float eps);
+    /* x[i] += y[i] */
+    int (*add)(bg_gpu *g, float *d_x, const float *d_y, uint64_t n);
+    /* Attention: split, QK-norm, rope, rotation, cache store, then each
+     * token over its sequence's positions; output (gated) into d_attn. */
+    int (*attention)(bg_gpu *g, const bg_gpu_attn_args *a, float *d_q, float *d_kv,
+                     float *d_gate, float *d_attn, const float *d_q_norm, const float *d_k_norm,
+                     uint8_t *d_k_cache, uint8_t *d_v_cache, const uint32_t *d_tok_seq,
+                     const uint32_t *d_tok_pos);
+    /* DeltaNet: beta/decay from the projections, convolution, l2 norms,
+     * the state update and the gated norm; output into d_attn. */
+    int (*deltanet)(bg_gpu *g, const bg_gpu_deltanet_args *a, float *d_qkv, const float *d_z,
+                    float *d_heads, const float *d_dt, const float *d_a,
+                    const float *d_conv_w, const float *d_norm_w, float *d_conv,
+                    float *d_ssm, float *d_attn, const uint32_t *d_tok_seq);
+    /* MoE: softmax top-k over d_router, then every (token, rank) slot's
+     * expert FFN, weighted and summed in rank order into d_out (which it
+     * overwrites). The shared expert is added by the caller. */
+    int (*moe)(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_xn, float *d_router,
+               const void *d_gate, const void *d_up, const void *d_down, int32_t *d_chosen,
+               float *d_chosen_w, float *d_ff, float *d_slot_out, float *d_out);
+    /* out[t] += sigmoid(w . xn[t]) * y[t] (the shared expert's gate),
+     * and h = silu(g) * u for the shared expert's hidden rows. */
+    int (*shared_gate)(bg_gpu *g, float *d_out, const float *d_y, const float *d_xn,
+                       const float *d_w, uint32_t n_embd, uint32_t n_tok);
+    int (*silu_mul)(bg_gpu *g, float *d_g, const float *d_u, uint32_t n, size_t stride,
+                    uint32_t n_tok);
+
+    /* CUDA graphs for decode: what is enqueued between begin and end is
+     * captured under `key` (the batch size) and replayed on later calls
+     * with the same key. begin returns 0 with *replay set (a graph exists:
+     * enqueue nothing, end launches it) or clear (capturing: enqueue the
+     * step, end instantiates and launches it); 1 if graphs are unavailable
+     * (nothing captured: run eagerly, do not call end); -1 on error. end
+     * returns 0, or -1 on error. */
+    int (*graph_begin)(bg_gpu *g, uint64_t key, bool *replay);
+    int (*graph_end)(bg_gpu *g, uint64_t key);
+} bg_gpu_api;
+
+/* The CUDA implementation, or NULL in a build without CUDA=1. */
+const bg_gpu_api *bg_gpu_api_get(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,509 @@
+/* The forward pass of the layers a session keeps on the GPU, over the
+ * device interface of gpu.h. It mirrors src/models/ and blocks.c step by
+ * step (same buffers, same order), with every buffer a slice of one device
+ * arena laid out by gpu_plan.c.
+ *
+ * Not yet run on a GPU: written and compiled in a session without one
+ * (see README, "CUDA"); scripts/gpu-check.sh is the check that runs it. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "gpu_backend.h"
+#include "types.h"
+
+struct bg_gpu_session {
+    const bg_gpu_api *api;
+    bg_gpu *g;
+    const brigade_model *m;
+    bg_session_plan plan;
+    bg_gpu_split split;
+    bg_gpu_layout layout;
+    uint8_t *base;         /* the arena on the device */
+    bool x_on_device;      /* the device's copy of x is the newer */
+    bool graphs;           /* decode steps replay CUDA graphs */
+    brigade_gpu_report report;
+};
+
+static brigade_status gpu_fail(const bg_gpu_session *gs, brigade_error *err, const char *what)
+{
+    return bg_fail(err, BRIGADE_ERR_IO, "GPU: %s: %s", what,
+                   gs->api && gs->g ? gs->api->error(gs->g) : "no device");
+}
+
+static void *at(const bg_gpu_session *gs, uint64_t off)
+{
+    return off == BG_GPU_NONE ? NULL : gs->base + off;
+}
+static float *buf(const bg_gpu_session *gs, bg_buf b) { return at(gs, gs->layout.buf_off[b]); }
+static void *bufv(const bg_gpu_session *gs, bg_buf b) { return at(gs, gs->layout.buf_off[b]); }
+static const void *weight(const bg_gpu_session *gs, uint32_t il, int role)
+{
+    return at(gs, gs->layout.layers[il].t_off[role]);
+}
+
+/* ------------------------------------------------------------- creation */
+
+static const bg_gpu_api *api_override;
+
+void bg_gpu_api_override(const bg_gpu_api *api) { api_override = api; }
+
+static brigade_status choose_split(bg_gpu_session *gs, const brigade_session_options *opts,
+                                   const bg_place_input *place, uint64_t free_bytes,
+                                   brigade_error *err)
+{
+    const uint32_t L = gs->m->hp.n_layers;
+    brigade_placement automatic = {0};
+    const brigade_placement *pa = NULL;
+    uint64_t budget = opts->gpu_budget;
+    if (!budget)
+        budget = free_bytes > BG_GPU_AUTO_MARGIN ? free_bytes - BG_GPU_AUTO_MARGIN : 0;
+    if (opts->n_gpu_layers < 0) {
+        bg_place_input in = *place;
+        in.gpu_budget = budget;
+        bg_placement p = bg_place(&in);
+        automatic = (brigade_placement){(brigade_placement_kind)p.kind, p.n_cpu_moe_layers,
+                                        p.n_gpu_layers, p.gpu_bytes, p.host_bytes};
+        pa = &automatic;
+    }
+    brigade_status st =
+        bg_gpu_split_from(opts->n_gpu_layers, opts->n_cpu_moe, L, pa, &gs->split, err);
+    if (st)
+        return st;
+    uint64_t planned = bg_place_gpu_bytes(place, gs->split.n_cpu_moe, gs->split.n_gpu_layers);
+    gs->report.planned_bytes = planned;
+    if (opts->gpu_budget && planned > opts->gpu_budget)
+        return bg_fail(err, BRIGADE_ERR_ARG,
+                       "-ngl %u --n-cpu-moe %u needs %.2f GiB of GPU memory, more than the "
+                       "budget of %.2f GiB (try -ngl auto)",
+                       gs->split.n_gpu_layers, gs->split.n_cpu_moe, planned / 1073741824.0,
+                       opts->gpu_budget / 1073741824.0);
+    return BRIGADE_OK;
+}
+
+static brigade_status check_types(const bg_gpu_session *gs, brigade_error *err)
+{
+    const brigade_model *m = gs->m;
+    for (uint32_t il = 0; il < m->hp.n_layers; il++)
+        for (int r = 0; r < BG_ROLE_COUNT; r++) {
+            const brigade_tensor_info *t = m->layers[il].t[r];
+            if (t && gs->layout.layers[il].t_off[r] != BG_GPU_NONE && !gs->api->supports(t->type))
+                return bg_fail(err, BRIGADE_ERR_UNSUPPORTED,
+                               "GPU: tensor '%s' is %s, which the CUDA kernels do not handle",
+                               t->name, brigade_type_name(t->type));
+        }
+    const brigade_tensor_info *head = m->global.t[BG_ROLE_OUTPUT];
+    if (gs->split.head_on_gpu && !gs->api->supports(head->type))
+        return bg_fail(err, BRIGADE_ERR_UNSUPPORTED,
+                       "GPU: tensor '%s' is %s, which the CUDA kernels do not handle",
+                       head->name, brigade_type_name(head->type));
+    if (m->hp.n_ff_exp > m->hp.n_embd)
+        return bg_fail(err, BRIGADE_ERR_UNSUPPORTED,
+                       "GPU: expert width %u above the hidden size %u is not handled",
+                       m->hp.n_ff_exp, m->hp.n_embd);
+    return BRIGADE_OK;
+}
+
+static brigade_status upload_weights(bg_gpu_session *gs, brigade_error *err)
+{
+    const brigade_model *m = gs->m;
+    for (uint32_t il = 0; il < m->hp.n_layers; il++)
+        for (int r = 0; r < BG_ROLE_COUNT; r++) {
+            const brigade_tensor_info *t = m->layers[il].t[r];
+            uint64_t off = gs->layout.layers[il].t_off[r];
+            if (t && off != BG_GPU_NONE &&
+                gs->api->upload(gs->g, gs->base + off, t->data, t->n_bytes))
+                return gpu_fail(gs, err, t->name);
+        }
+    if (gs->split.head_on_gpu) {
+        const brigade_tensor_info *norm = m->global.t[BG_ROLE_OUTPUT_NORM];
+        const brigade_tensor_info *head = m->global.t[BG_ROLE_OUTPUT];
+        if (gs->api->upload(gs->g, gs->base + gs->layout.head_norm_off, norm->data, norm->n_bytes) ||
+            gs->api->upload(gs->g, gs->base + gs->layout.head_off, head->data, head->n_bytes))
+            return gpu_fail(gs, err, "uploading the output head");
+    }
+    uint64_t state0 = gs->layout.weights_bytes;
+    if (gs->api->zero(gs->g, gs->base + state0, gs->layout.state_bytes) || gs->api->sync(gs->g))
+        return gpu_fail(gs, err, "clearing the caches");
+    return BRIGADE_OK;
+}
+
+brigade_status bg_gpu_session_new(const brigade_model *m, const bg_session_plan *plan,
+                                  const brigade_session_options *opts,
+                                  const bg_place_input *place, bg_gpu_session **out,
+                                  brigade_error *err)
+{
+    *out = NULL;
+    const bg_gpu_api *api = api_override ? api_override : bg_gpu_api_get();
+    if (!api) {
+        char ngl[16];
+        if (opts->n_gpu_layers < 0)
+            snprintf(ngl, sizeof ngl, "auto");
+        else
+            snprintf(ngl, sizeof ngl, "%d", (int)opts->n_gpu_layers);
+        return bg_fail(err, BRIGADE_ERR_UNSUPPORTED,
+                       "built without CUDA: -ngl %s needs a build with `make CUDA=1` (use -ngl 0 "
+                       "or leave it out to run on the CPU)",
+                       ngl);
+    }
+    bg_gpu_session *gs = calloc(1, sizeof *gs);
+    if (!gs)
+        return bg_fail(err, BRIGADE_ERR_NOMEM, "out of memory");
+    gs->api = api;
+    gs->m = m;
+    gs->plan = *plan;
+    char msg[256] = "";
+    brigade_status st = BRIGADE_OK;
+    if (api->init(0, &gs->g, gs->report.device, sizeof gs->report.device, msg, sizeof msg))
+        st = bg_fail(err, BRIGADE_ERR_IO, "GPU: %s", msg);
+    uint64_t free_b = 0, total_b = 0;
+    if (!st && api->mem_info(gs->g, &free_b, &total_b))
+        st = gpu_fail(gs, err, "reading the free memory");
+    gs->report.free_before = free_b;
+    gs->report.total = total_b;
+    gs->report.runtime_bytes = total_b > free_b ? total_b - free_b : 0;
+    gs->report.overhead_bytes = place->overhead;
+    if (!st)
+        st = choose_split(gs, opts, place, free_b, err);
+    if (!st && gs->split.n_gpu_layers == 0) {
+        /* -ngl auto found room for no layer: the CPU engine, no device */
+        bg_gpu_session_free(gs);
+        return BRIGADE_OK;
+    }
+    if (!st)
+        st = bg_gpu_layout_build(m, plan, &gs->split, &gs->layout, err);
+    if (!st)
+        st = check_types(gs, err);
+    if (!st && gs->layout.total_bytes > free_b)
+        st = bg_fail(err, BRIGADE_ERR_NOMEM,
+                     "GPU: the layers asked for need %.2f GiB, the card has %.2f GiB free (try "
+                     "-ngl auto, fewer layers or --n-cpu-moe)",
+                     gs->layout.total_bytes / 1073741824.0, free_b / 1073741824.0);
+    void *base = NULL;
+    if (!st && api->alloc(gs->g, gs->layout.total_bytes, &base))
+        st = gpu_fail(gs, err, "allocating the arena");
+    gs->base = base;
+    if (!st)
+        st = upload_weights(gs, err);
+    uint64_t free_after = 0;
+    if (!st && api->mem_info(gs->g, &free_after, &total_b))
+        st = gpu_fail(gs, err, "reading the free memory");
+    if (st) {
+        bg_gpu_session_free(gs);
+        return st;
+    }
+    /* graphs replay whole decode steps: only when no layer leaves the GPU */
+    gs->graphs = gs->split.n_gpu_layers == gs->split.n_layers &&
+                 gs->split.n_cpu_moe <= gs->split.first_gpu_layer;
+    brigade_gpu_report *r = &gs->report;
+    r->active = true;
+    r->n_gpu_layers = gs->split.n_gpu_layers;
+    r->n_cpu_moe_layers = gs->split.n_cpu_moe;
+    r->n_tensors = gs->layout.n_tensors;
+    r->weights_bytes = gs->layout.weights_bytes;
+    r->state_bytes = gs->layout.state_bytes;
+    r->scratch_bytes = gs->layout.scratch_bytes;
+    r->arena_bytes = gs->layout.total_bytes;
+    r->measured_bytes = free_b > free_after ? free_b - free_after : 0;
+    *out = gs;
+    return BRIGADE_OK;
+}
+
+void bg_gpu_session_free(bg_gpu_session *gs)
+{
+    if (!gs)
+        return;
+    if (gs->g)
+        gs->api->destroy(gs->g); /* frees the arena too */
+    bg_gpu_layout_free(&gs->layout);
+    free(gs);
+}
+
+const bg_gpu_split *bg_gpu_session_split(const bg_gpu_session *gs) { return &gs->split; }
+
+void bg_gpu_session_report(const bg_gpu_session *gs, brigade_gpu_report *out)
+{
+    *out = gs->report;
+}
+
+/* -------------------------------------------------------- forward pass */
+
+brigade_status bg_gpu_begin(bg_gpu_session *gs, const brigade_session *s, brigade_error *err)
+{
+    const bg_gpu_api *api = gs->api;
+    gs->x_on_device = false;
+    if (api->upload(gs->g, bufv(gs, BG_BUF_TOK_SEQ), s->tok_seq, s->n_tok * sizeof(uint32_t)) ||
+        api->upload(gs->g, bufv(gs, BG_BUF_TOK_POS), s->tok_pos, s->n_tok * sizeof(uint32_t)))
+        return gpu_fail(gs, err, "uploading token positions");
+    return BRIGADE_OK;
+}
+
+static int put_x(bg_gpu_session *gs, const brigade_session *s)
+{
+    if (gs->x_on_device)
+        return 0;
+    gs->x_on_device = true;
+    return gs->api->upload(gs->g, buf(gs, BG_BUF_X), s->x,
+                           (uint64_t)s->n_tok * s->hp->n_embd * sizeof(float));
+}
+
+brigade_status bg_gpu_fetch_x(bg_gpu_session *gs, brigade_session *s, brigade_error *err)
+{
+    if (!gs->x_on_device)
+        return BRIGADE_OK;
+    gs->x_on_device = false;
+    if (gs->api->download(gs->g, s->x, buf(gs, BG_BUF_X),
+                          (uint64_t)s->n_tok * s->hp->n_embd * sizeof(float)))
+        return gpu_fail(gs, err, "the forward pass");
+    return BRIGADE_OK;
+}
+
+/* y = W x for the micro-batch, W a 2-D weight of layer il (or any tensor
+ * at a device address). */
+static int project(bg_gpu_session *gs, const brigade_session *s, const brigade_tensor_info *t,
+                   const void *d_w, const float *x, size_t x_width, float *y, size_t y_width)
+{
+    return gs->api->matmul(gs->g, t->type, d_w, t->ne[0], t->ne[1], x, x_width, y, y_width,
+                           s->n_tok);
+}
+
+#define PROJECT(role, x, xw, y, yw) \
+    project(gs, s, L->t[role], weight(gs, il, role), (x), (xw), (y), (yw))
+
+static int attention(bg_gpu_session *gs, const brigade_session *s, uint32_t il, bool gated)
+{
+    const bg_hparams *hp = s->hp;
+    const bg_layer *L = &s->model->layers[il];
+    const bg_gpu_layer_layout *LL = &gs->layout.layers[il];
+    const size_t kv_dim = (size_t)hp->n_head_kv * hp->head_dim, E = hp->n_embd;
+    float *q = buf(gs, BG_BUF_Q), *kv = buf(gs, BG_BUF_KV), *xn = buf(gs, BG_BUF_XN);
+    float *attn = buf(gs, BG_BUF_ATTN), *gate = buf(gs, BG_BUF_GATE);
+    int rc = PROJECT(BG_ROLE_ATTN_Q, xn, E, q, s->q_width);
+    rc = rc ? rc : PROJECT(BG_ROLE_ATTN_K, xn, E, kv, 2 * kv_dim);
+    rc = rc ? rc : PROJECT(BG_ROLE_ATTN_V, xn, E, kv + kv_dim, 2 * kv_dim);
+    bg_gpu_attn_args a = {
+        .n_tok = s->n_tok, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
+        .head_dim = hp->head_dim, .type_k = s->type_k, .type_v = s->type_v,
+        .k_row_bytes = s->k_row_bytes, .v_row_bytes = s->v_row_bytes,
+        .k_seq_bytes = gs->plan.k_layer_bytes, .v_seq_bytes = gs->plan.v_layer_bytes,
+        .k_rotation = s->k_rotation, .v_rotation = s->v_rotation, .gated = gated,
+        .rope_dims = hp->rope_dims, .rope_base = hp->rope_freq_base, .eps = hp->rms_eps,
+        .scale = 1.0f / sqrtf((float)hp->head_dim), .q_width = s->q_width,
+        .a_width = s->a_width, .kv_width = 2 * kv_dim,
+    };
+    rc = rc ? rc
+            : gs->api->attention(gs->g, &a, q, kv, gate, attn,
+                                 weight(gs, il, BG_ROLE_ATTN_Q_NORM),
+                                 weight(gs, il, BG_ROLE_ATTN_K_NORM), at(gs, LL->k_off),
+                                 at(gs, LL->v_off), bufv(gs, BG_BUF_TOK_SEQ),
+                                 bufv(gs, BG_BUF_TOK_POS));
+    return rc ? rc : PROJECT(BG_ROLE_ATTN_OUT, attn, s->a_width, buf(gs, BG_BUF_OUT), E);
+}
+
+static int deltanet(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
+{
+    const bg_hparams *hp = s->hp;
+    const bg_layer *L = &s->model->layers[il];
+    const bg_gpu_layer_layout *LL = &gs->layout.layers[il];
+    const size_t Hv = hp->ssm_time_step_rank, E = hp->n_embd;
+    float *q = buf(gs, BG_BUF_Q), *xn = buf(gs, BG_BUF_XN), *gate = buf(gs, BG_BUF_GATE);
+    float *heads = buf(gs, BG_BUF_HEADS), *attn = buf(gs, BG_BUF_ATTN);
+    int rc = PROJECT(BG_ROLE_SSM_QKV, xn, E, q, s->q_width);
+    rc = rc ? rc : PROJECT(BG_ROLE_SSM_GATE, xn, E, gate, s->a_width);
+    rc = rc ? rc : PROJECT(BG_ROLE_SSM_BETA, xn, E, heads, 2 * Hv);
+    rc = rc ? rc : PROJECT(BG_ROLE_SSM_ALPHA, xn, E, heads + Hv, 2 * Hv);
+    bg_gpu_deltanet_args a = {
+        .n_tok = s->n_tok, .state = hp->ssm_state_size, .n_k_heads = hp->ssm_group_count,
+        .n_v_heads = hp->ssm_time_step_rank, .conv_kernel = hp->ssm_conv_kernel,
+        .eps = hp->rms_eps, .conv_seq_floats = gs->plan.conv_layer_bytes / sizeof(float),
+        .ssm_seq_floats = gs->plan.ssm_layer_bytes / sizeof(float), .q_width = s->q_width,
+        .a_width = s->a_width,
+    };
+    rc = rc ? rc
+            : gs->api->deltanet(gs->g, &a, q, gate, heads, weight(gs, il, BG_ROLE_SSM_DT),
+                                weight(gs, il, BG_ROLE_SSM_A), weight(gs, il, BG_ROLE_SSM_CONV1D),
+                                weight(gs, il, BG_ROLE_SSM_NORM), at(gs, LL->conv_off),
+                                at(gs, LL->ssm_off), attn, bufv(gs, BG_BUF_TOK_SEQ));
+    return rc ? rc : PROJECT(BG_ROLE_SSM_OUT, attn, s->a_width, buf(gs, BG_BUF_OUT), E);
+}
+
+static int moe(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
+{
+    const bg_hparams *hp = s->hp;
+    const bg_layer *L = &s->model->layers[il];
+    const size_t E = hp->n_embd;
+    float *xn = buf(gs, BG_BUF_XN), *out = buf(gs, BG_BUF_OUT), *router = buf(gs, BG_BUF_ROUTER);
+    int rc = PROJECT(BG_ROLE_FFN_GATE_INP, xn, E, router, hp->n_expert);
+    const brigade_tensor_info *g = L->t[BG_ROLE_FFN_GATE_EXPS], *u = L->t[BG_ROLE_FFN_UP_EXPS],
+                              *d = L->t[BG_ROLE_FFN_DOWN_EXPS];
+    uint64_t gb = 0, ub = 0, db = 0;
+    bg_type_row_bytes((bg_type)g->type, g->ne[0], &gb);
+    bg_type_row_bytes((bg_type)u->type, u->ne[0], &ub);
+    bg_type_row_bytes((bg_type)d->type, d->ne[0], &db);
+    bg_gpu_moe_args a = {
+        .n_tok = s->n_tok, .n_embd = hp->n_embd, .n_ff = hp->n_ff_exp, .n_expert = hp->n_expert,
+        .n_used = hp->n_expert_used, .type_gate = g->type, .type_up = u->type,
+        .type_down = d->type, .gate_expert_bytes = gb * g->ne[1],
+        .up_expert_bytes = ub * u->ne[1], .down_expert_bytes = db * d->ne[1],
+        .ff_width = hp->n_ff_exp,
+    };
+    /* gx holds the [slot][n_ff] hidden rows (n_ff <= n_embd, checked) */
+    rc = rc ? rc
+            : gs->api->moe(gs->g, &a, xn, router, weight(gs, il, BG_ROLE_FFN_GATE_EXPS),
+                           weight(gs, il, BG_ROLE_FFN_UP_EXPS),
+                           weight(gs, il, BG_ROLE_FFN_DOWN_EXPS), bufv(gs, BG_BUF_CHOSEN),
+                           buf(gs, BG_BUF_CHOSEN_W), buf(gs, BG_BUF_GX),
+                           buf(gs, BG_BUF_SLOT_OUT), out);
+    if (rc || !L->t[BG_ROLE_FFN_UP_SHEXP])
+        return rc;
+    float *fg = buf(gs, BG_BUF_FF_GATE), *fu = buf(gs, BG_BUF_FF_UP), *gy = buf(gs, BG_BUF_GY);
+    const size_t w = s->ff_width;
+    rc = PROJECT(BG_ROLE_FFN_GATE_SHEXP, xn, E, fg, w);
+    rc = rc ? rc : PROJECT(BG_ROLE_FFN_UP_SHEXP, xn, E, fu, w);
+    rc = rc ? rc : gs->api->silu_mul(gs->g, fg, fu, hp->n_ff_shexp, w, s->n_tok);
+    rc = rc ? rc : PROJECT(BG_ROLE_FFN_DOWN_SHEXP, fg, w, gy, E);
+    return rc ? rc
+              : gs->api->shared_gate(gs->g, out, gy, xn, weight(gs, il, BG_ROLE_FFN_GATE_INP_SHEXP),
+                                     hp->n_embd, s->n_tok);
+}
+
+static int norm(bg_gpu_session *gs, const brigade_session *s, uint32_t il, int role)
+{
+    const uint32_t E = s->hp->n_embd;
+    return gs->api->rmsnorm(gs->g, buf(gs, BG_BUF_XN), E, buf(gs, BG_BUF_X), E,
+                            weight(gs, il, role), E, s->n_tok, s->hp->rms_eps);
+}
+
+static int residual(bg_gpu_session *gs, const brigade_session *s)
+{
+    return gs->api->add(gs->g, buf(gs, BG_BUF_X), buf(gs, BG_BUF_OUT),
+                        (uint64_t)s->n_tok * s->hp->n_embd);
+}
+
+/* Enqueues layer il's device work: the mixer, and the experts too when
+ * they are on the GPU. No host work, so decode steps can be captured. */
+static int enqueue_layer(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
+{
+    const bg_hparams *hp = s->hp;
+    const bool q35 = hp->arch == BG_ARCH_QWEN35MOE;
+    int rc = norm(gs, s, il, BG_ROLE_ATTN_NORM);
+    if (!rc)
+        rc = q35 && bg_hparams_is_recurrent(hp, il) ? deltanet(gs, s, il)
+                                                    : attention(gs, s, il, q35);
+    rc = rc ? rc : residual(gs, s);
+    if (!rc && bg_gpu_experts_on(&gs->split, il)) {
+        rc = norm(gs, s, il, q35 ? BG_ROLE_POST_NORM : BG_ROLE_FFN_NORM);
+        rc = rc ? rc : moe(gs, s, il);
+        rc = rc ? rc : residual(gs, s);
+    }
+    return rc;
+}
+
+/* Micro-batches up to this size replay a captured graph (decode steps of
+ * up to this many sequences); larger ones run eagerly. */
+enum { GRAPH_MAX_TOKENS = 16 };
+
+brigade_status bg_gpu_layers(bg_gpu_session *gs, brigade_session *s, brigade_error *err)
+{
+    const bg_hparams *hp = s->hp;
+    const bool q35 = hp->arch == BG_ARCH_QWEN35MOE;
+    if (put_x(gs, s))
+        return gpu_fail(gs, err, "uploading the hidden state");
+    if (gs->graphs && s->n_tok <= GRAPH_MAX_TOKENS) {
+        /* every kernel reads positions from the device, so a step's graph
+         * depends only on the batch size */
+        bool replay = false;
+        int rc = gs->api->graph_begin(gs->g, s->n_tok, &replay);
+        if (rc < 0)
+            return gpu_fail(gs, err, "the forward pass (graph)");
+        if (rc == 0) {
+            for (uint32_t il = gs->split.first_gpu_layer; !rc && !replay && il < hp->n_layers;
+                 il++)
+                rc = enqueue_layer(gs, s, il);
+            /* end the capture even after an error, then report */
+            if (gs->api->graph_end(gs->g, s->n_tok) || rc)
+                return gpu_fail(gs, err, "the forward pass (graph)");
+            return BRIGADE_OK;
+        }
+        /* graphs unavailable: run eagerly below */
+    }
+    for (uint32_t il = gs->split.first_gpu_layer; il < hp->n_layers; il++) {
+        if (put_x(gs, s) || enqueue_layer(gs, s, il))
+            return gpu_fail(gs, err, "the forward pass");
+        if (bg_gpu_experts_on(&gs->split, il))
+            continue;
+        /* routed experts in host memory: the hidden state comes over, the
+         * CPU runs the mixture of experts, and x goes back for the next
+         * layer */
+        brigade_status st = bg_gpu_fetch_x(gs, s, err);
+        if (st)
+            return st;
+        bg_norm_tokens(s, s->model->layers[il].t[q35 ? BG_ROLE_POST_NORM : BG_ROLE_FFN_NORM]);
+        bg_block_moe(s, il);
+        bg_add_residual(s);
+    }
+    return BRIGADE_OK;
+}
+
+brigade_status bg_gpu_head(bg_gpu_session *gs, brigade_session *s, const uint32_t *rows,
+                           uint32_t n_rows, float *logits, brigade_error *err)
+{
+    const bg_hparams *hp = s->hp;
+    const brigade_model *m = s->model;
+    const uint32_t E = hp->n_embd;
+    const brigade_tensor_info *head = m->global.t[BG_ROLE_OUTPUT];
+    float *x = buf(gs, BG_BUF_X), *xn = buf(gs, BG_BUF_XN), *d_logits = at(gs, gs->layout.logits_off);
+    const float *d_norm = at(gs, gs->layout.head_norm_off);
+    int rc = put_x(gs, s);
+    for (uint32_t r = 0; r < n_rows && !rc; r++)
+        rc = gs->api->rmsnorm(gs->g, xn + (size_t)r * E, E, x + (size_t)rows[r] * E, E, d_norm, E,
+                              1, hp->rms_eps);
+    for (uint32_t r0 = 0; r0 < n_rows && !rc; r0 += BG_GPU_LOGITS_ROWS) {
+        uint32_t n = n_rows - r0 < BG_GPU_LOGITS_ROWS ? n_rows - r0 : BG_GPU_LOGITS_ROWS;
+        rc = gs->api->matmul(gs->g, head->type, at(gs, gs->layout.head_off), head->ne[0],
+                             head->ne[1], xn + (size_t)r0 * E, E, d_logits, hp->n_vocab, n);
+        rc = rc ? rc
+                : gs->api->download(gs->g, logits + (size_t)r0 * hp->n_vocab, d_logits,
+                                    (uint64_t)n * hp->n_vocab * sizeof(float));
+    }
+    if (rc)
+        return gpu_fail(gs, err, "the output head");
+    return BRIGADE_OK;
+}
+
+/* ------------------------------------------------------ sequence state */
+
+brigade_status bg_gpu_seq_clear(bg_gpu_session *gs, const brigade_session *s, uint32_t seq)
+{
+    for (uint32_t il = 0; il < s->hp->n_layers; il++) {
+        const bg_gpu_layer_layout *LL = &gs->layout.layers[il];
+        if (LL->conv_off == BG_GPU_NONE)
+            continue;
+        if (gs->api->zero(gs->g, gs->base + LL->conv_off + seq * gs->plan.conv_layer_bytes,
+                          gs->plan.conv_layer_bytes) ||
+            gs->api->zero(gs->g, gs->base + LL->ssm_off + seq * gs->plan.ssm_layer_bytes,
+                          gs->plan.ssm_layer_bytes))
+            return BRIGADE_ERR_IO;
+    }
+    return BRIGADE_OK;
+}
+
+brigade_status bg_gpu_seq_copy(bg_gpu_session *gs, const brigade_session *s, uint32_t il,
+                               uint32_t seq, uint8_t *host, bool save, brigade_error *err)
+{
+    (void)s;
+    const bg_gpu_layer_layout *LL = &gs->layout.layers[il];
+    uint8_t *parts[2] = {gs->base + LL->conv_off + seq * gs->plan.conv_layer_bytes,
+                         gs->base + LL->ssm_off + seq * gs->plan.ssm_layer_bytes};
+    uint64_t sizes[2] = {gs->plan.conv_layer_bytes, gs->plan.ssm_layer_bytes};
+    for (int k = 0; k < 2; k++) {
+        int rc = save ? gs->api->download(gs->g, host, parts[k], sizes[k])
+                      : gs->api->upload(gs->g, parts[k], host, sizes[k]);
+        if (rc)
+            return gpu_fail(gs, err, save ? "saving a checkpoint" : "restoring a checkpoint");
+        host += sizes[k];
+    }
+    return BRIGADE_OK;
+}

@@ -1,0 +1,357 @@
+/* A host-memory stand-in for the GPU device table (src/gpu.h): memory is
+ * host memory and every operation is plain C with the contract the CUDA
+ * kernels implement, computed as the CPU engine computes it (activations
+ * converted to the weights' dot format, the same norms, rope, rotations,
+ * cache conversions). tests/test_gpu_mock.c runs sessions on it;
+ * tests/test_cuda_ops.c compares each CUDA operation with it. */
+#ifndef BG_TEST_GPU_REFERENCE_H
+#define BG_TEST_GPU_REFERENCE_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu.h"
+#include "ops.h"
+#include "quant.h"
+#include "types.h"
+
+struct bg_gpu {
+    uint64_t free_bytes;
+    void *arena;
+    int n_calls;
+};
+
+static int m_init(int device, bg_gpu **out, char *desc, size_t dc, char *msg, size_t mc)
+{
+    (void)device, (void)msg, (void)mc;
+    *out = calloc(1, sizeof **out);
+    (*out)->free_bytes = 64ull << 30;
+    snprintf(desc, dc, "host-memory stand-in");
+    return 0;
+}
+static void m_destroy(bg_gpu *g)
+{
+    free(g->arena);
+    free(g);
+}
+static const char *m_error(const bg_gpu *g) { return (void)g, "stand-in error"; }
+static int m_mem(bg_gpu *g, uint64_t *f, uint64_t *t)
+{
+    *f = g->free_bytes;
+    *t = 64ull << 30;
+    return 0;
+}
+static int m_alloc(bg_gpu *g, uint64_t n, void **out)
+{
+    g->arena = aligned_alloc(256, (n + 255) / 256 * 256);
+    memset(g->arena, 0xA5, n); /* garbage: the backend must clear what it reads */
+    g->free_bytes -= n;
+    *out = g->arena;
+    return g->arena ? 0 : -1;
+}
+static int m_copy(bg_gpu *g, void *dst, const void *src, uint64_t n)
+{
+    g->n_calls++;
+    memcpy(dst, src, n);
+    return 0;
+}
+static int m_zero(bg_gpu *g, void *dst, uint64_t n)
+{
+    (void)g;
+    memset(dst, 0, n);
+    return 0;
+}
+static int m_sync(bg_gpu *g) { return (void)g, 0; }
+static bool m_supports(uint32_t type)
+{
+    const bg_quant_ops *ops = bg_quant_ops_get((bg_type)type);
+    return type == BG_TYPE_F32 || (ops && ops->dequantize);
+}
+
+/* As the CPU computes it (activations converted to the weight type's dot
+ * format), so that the comparison isolates the backend's plumbing from the
+ * kernels' own rounding, which the GPU check measures. */
+static int m_matmul(bg_gpu *g, uint32_t type, const void *w, uint64_t n_in, uint64_t n_out,
+                    const float *x, size_t xs, float *y, size_t ys, uint32_t n_tok)
+{
+    (void)g;
+    uint64_t rb = 0;
+    bg_type_row_bytes((bg_type)type, n_in, &rb);
+    if (type == BG_TYPE_F32) {
+        for (uint64_t o = 0; o < n_out; o++)
+            for (uint32_t t = 0; t < n_tok; t++) {
+                const float *row = (const float *)((const uint8_t *)w + o * rb);
+                double s = 0;
+                for (uint64_t i = 0; i < n_in; i++)
+                    s += (double)row[i] * x[t * xs + i];
+                y[t * ys + o] = (float)s;
+            }
+        return 0;
+    }
+    const bg_quant_ops *ops = bg_quant_ops_get((bg_type)type);
+    const bg_quant_ops *aops = bg_quant_ops_get(ops->dot_type);
+    uint8_t *act = malloc(n_in * 4 + 64);
+    for (uint32_t t = 0; t < n_tok; t++) {
+        aops->quantize_activations(x + t * xs, act, (int64_t)n_in);
+        for (uint64_t o = 0; o < n_out; o++)
+            y[t * ys + o] = ops->dot((int64_t)n_in, (const uint8_t *)w + o * rb, act);
+    }
+    free(act);
+    return 0;
+}
+
+static int m_rmsnorm(bg_gpu *g, float *y, size_t ys, const float *x, size_t xs, const float *w,
+                     uint32_t n, uint32_t rows, float eps)
+{
+    (void)g;
+    for (uint32_t r = 0; r < rows; r++)
+        bg_rmsnorm(y + r * ys, x + r * xs, w, n, eps);
+    return 0;
+}
+
+static int m_add(bg_gpu *g, float *x, const float *y, uint64_t n)
+{
+    (void)g;
+    for (uint64_t i = 0; i < n; i++)
+        x[i] += y[i];
+    return 0;
+}
+
+static int m_silu_mul(bg_gpu *g, float *gate, const float *up, uint32_t n, size_t stride,
+                      uint32_t rows)
+{
+    (void)g;
+    for (uint32_t r = 0; r < rows; r++)
+        for (uint32_t i = 0; i < n; i++)
+            gate[r * stride + i] = bg_silu(gate[r * stride + i]) * up[r * stride + i];
+    return 0;
+}
+
+static int m_shared_gate(bg_gpu *g, float *out, const float *y, const float *xn, const float *w,
+                         uint32_t n, uint32_t n_tok)
+{
+    (void)g;
+    for (uint32_t t = 0; t < n_tok; t++) {
+        float s = 0;
+        for (uint32_t j = 0; j < n; j++)
+            s += w[j] * xn[t * n + j];
+        s = bg_sigmoid(s);
+        for (uint32_t j = 0; j < n; j++)
+            out[t * n + j] += s * y[t * n + j];
+    }
+    return 0;
+}
+
+static uint64_t head_bytes(uint32_t type, uint32_t D)
+{
+    uint64_t b = 0;
+    bg_type_row_bytes((bg_type)type, D, &b);
+    return b;
+}
+
+static int m_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *q, float *kv, float *gate,
+                       float *attn, const float *q_norm, const float *k_norm, uint8_t *kc,
+                       uint8_t *vc, const uint32_t *tok_seq, const uint32_t *tok_pos)
+{
+    (void)g;
+    const uint32_t D = a->head_dim, H = a->n_head, Hkv = a->n_head_kv;
+    const size_t kv_dim = (size_t)Hkv * D;
+    float *tmp = malloc(2 * H * D * sizeof *tmp), *krow = malloc(D * sizeof *krow),
+          *vrow = malloc(D * sizeof *vrow);
+    uint8_t *qq = malloc(D * 2 + 64);
+    for (uint32_t t = 0; t < a->n_tok; t++) { /* prepare: query into attn, K/V into the cache */
+        const uint32_t pos = tok_pos[t], seq = tok_seq[t];
+        float *qt = attn + t * a->a_width, *k = kv + t * a->kv_width, *v = k + kv_dim;
+        for (uint32_t h = 0; h < H; h++) {
+            const float *src = q + t * a->q_width + (size_t)(a->gated ? 2 * h : h) * D;
+            memcpy(qt + h * D, src, D * sizeof(float));
+            if (a->gated)
+                memcpy(gate + t * a->a_width + h * D, src + D, D * sizeof(float));
+        }
+        bg_rmsnorm_rows(qt, q_norm, D, H, a->eps);
+        bg_rmsnorm_rows(k, k_norm, D, Hkv, a->eps);
+        bg_rope_neox(qt, H, D, a->rope_dims, pos, a->rope_base);
+        bg_rope_neox(k, Hkv, D, a->rope_dims, pos, a->rope_base);
+        if (a->k_rotation) {
+            bg_hadamard(qt, (int64_t)H * D, a->k_rotation);
+            bg_hadamard(k, (int64_t)kv_dim, a->k_rotation);
+        }
+        if (a->v_rotation)
+            bg_hadamard(v, (int64_t)kv_dim, a->v_rotation);
+        /* the query as the K type's dot sees it */
+        const bg_quant_ops *kops = bg_quant_ops_get((bg_type)a->type_k);
+        const bg_quant_ops *qops = bg_quant_ops_get(kops->dot_type);
+        for (uint32_t h = 0; h < H && a->type_k != BG_TYPE_F32; h++) {
+            qops->quantize_activations(qt + h * D, qq, D);
+            qops->dequantize(qq, qt + h * D, D);
+        }
+        kops->quantize_activations(k, kc + seq * a->k_seq_bytes + pos * a->k_row_bytes, kv_dim);
+        bg_quant_ops_get((bg_type)a->type_v)
+            ->quantize_activations(v, vc + seq * a->v_seq_bytes + pos * a->v_row_bytes, kv_dim);
+    }
+    for (uint32_t t = 0; t < a->n_tok; t++) {
+        const uint32_t pos = tok_pos[t], seq = tok_seq[t];
+        float *row = attn + t * a->a_width;
+        for (uint32_t h = 0; h < H; h++) {
+            const uint32_t kvh = h / (H / Hkv);
+            float M = -INFINITY, S = 0, *acc = tmp;
+            memset(acc, 0, D * sizeof *acc);
+            for (uint32_t p = 0; p <= pos; p++) {
+                bg_quant_ops_get((bg_type)a->type_k)
+                    ->dequantize(kc + seq * a->k_seq_bytes + p * a->k_row_bytes +
+                                     kvh * head_bytes(a->type_k, D),
+                                 krow, D);
+                bg_quant_ops_get((bg_type)a->type_v)
+                    ->dequantize(vc + seq * a->v_seq_bytes + p * a->v_row_bytes +
+                                     kvh * head_bytes(a->type_v, D),
+                                 vrow, D);
+                float d = 0;
+                for (uint32_t e = 0; e < D; e++)
+                    d += krow[e] * row[h * D + e];
+                const float sc = d * a->scale;
+                float ms = 1, vs = 1;
+                if (sc > M) {
+                    ms = expf(M - sc);
+                    M = sc;
+                } else {
+                    vs = expf(sc - M);
+                }
+                for (uint32_t e = 0; e < D; e++)
+                    acc[e] = acc[e] * ms + vrow[e] * vs;
+                S = S * ms + vs;
+            }
+            for (uint32_t e = 0; e < D; e++)
+                row[h * D + e] = acc[e] / S;
+        }
+        if (a->v_rotation)
+            bg_hadamard(row, (int64_t)H * D, a->v_rotation);
+        for (uint32_t j = 0; a->gated && j < H * D; j++)
+            row[j] *= bg_sigmoid(gate[t * a->a_width + j]);
+    }
+    free(tmp);
+    free(krow);
+    free(vrow);
+    free(qq);
+    return 0;
+}
+
+static int m_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float *qkv, const float *z,
+                      float *heads, const float *dt, const float *A, const float *conv_w,
+                      const float *norm_w, float *conv, float *ssm, float *attn,
+                      const uint32_t *tok_seq)
+{
+    (void)g;
+    const uint32_t S = a->state, Hk = a->n_k_heads, Hv = a->n_v_heads, K = a->conv_kernel;
+    const uint32_t key_dim = S * Hk, conv_dim = 2 * key_dim + S * Hv;
+    for (uint32_t t = 0; t < a->n_tok; t++) {
+        float *b = heads + t * 2 * Hv;
+        for (uint32_t h = 0; h < Hv; h++) {
+            b[h] = bg_sigmoid(b[h]);
+            b[Hv + h] = bg_softplus(b[Hv + h] + dt[h]) * A[h];
+        }
+    }
+    for (uint32_t t = 0; t < a->n_tok; t++) {
+        float *x = qkv + t * a->q_width;
+        float *cs = conv + tok_seq[t] * a->conv_seq_floats;
+        for (uint32_t c = 0; c < conv_dim; c++) {
+            float *hist = cs + c * (K - 1), acc = 0;
+            for (uint32_t j = 0; j + 1 < K; j++)
+                acc += hist[j] * conv_w[c * K + j];
+            acc += x[c] * conv_w[c * K + K - 1];
+            memmove(hist, hist + 1, (K - 2) * sizeof(float));
+            hist[K - 2] = x[c];
+            x[c] = bg_silu(acc);
+        }
+        for (uint32_t h = 0; h < 2 * Hk; h++)
+            bg_l2norm(x + h * S, S, a->eps);
+        const float scale = 1.0f / sqrtf((float)S);
+        for (uint32_t h = 0; h < Hv; h++) {
+            float *M = ssm + tok_seq[t] * a->ssm_seq_floats + (size_t)h * S * S;
+            const float *qh = x + (h % Hk) * S, *kh = x + key_dim + (h % Hk) * S;
+            const float *vh = x + 2 * key_dim + h * S;
+            const float beta = heads[t * 2 * Hv + h], gd = expf(heads[t * 2 * Hv + Hv + h]);
+            for (uint32_t r = 0; r < S; r++) {
+                float *row = M + r * S, mk = 0, mq = 0;
+                for (uint32_t j = 0; j < S; j++) {
+                    row[j] *= gd;
+                    mk += row[j] * kh[j];
+                }
+                const float d = (vh[r] - mk) * beta;
+                for (uint32_t j = 0; j < S; j++) {
+                    row[j] += kh[j] * d;
+                    mq += row[j] * qh[j];
+                }
+                attn[t * a->a_width + h * S + r] = mq * scale;
+            }
+            float *o = attn + t * a->a_width + h * S;
+            bg_rmsnorm(o, o, norm_w, S, a->eps);
+            for (uint32_t j = 0; j < S; j++)
+                o[j] *= bg_silu(z[t * a->a_width + h * S + j]);
+        }
+    }
+    return 0;
+}
+
+static int m_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *xn, float *router,
+                 const void *wg, const void *wu, const void *wd, int32_t *chosen,
+                 float *chosen_w, float *ff, float *slot_out, float *out)
+{
+    (void)g;
+    const uint32_t K = a->n_used, E = a->n_embd, F = a->n_ff;
+    for (uint32_t t = 0; t < a->n_tok; t++) {
+        float *p = router + t * a->n_expert;
+        bg_softmax(p, a->n_expert, 1.0f);
+        float sum = 0;
+        for (uint32_t k = 0; k < K; k++) {
+            int32_t best = -1;
+            for (uint32_t e = 0; e < a->n_expert; e++) {
+                bool taken = false;
+                for (uint32_t j = 0; j < k; j++)
+                    taken |= chosen[t * K + j] == (int32_t)e;
+                if (!taken && (best < 0 || p[e] > p[best]))
+                    best = (int32_t)e;
+            }
+            chosen[t * K + k] = best;
+            sum += p[best];
+        }
+        for (uint32_t k = 0; k < K; k++)
+            chosen_w[t * K + k] = p[chosen[t * K + k]] / sum;
+    }
+    for (uint32_t s = 0; s < a->n_tok * K; s++) {
+        const uint32_t e = (uint32_t)chosen[s];
+        m_matmul(g, a->type_gate, (const uint8_t *)wg + e * a->gate_expert_bytes, E, F,
+                 xn + (s / K) * E, E, ff + s * F, F, 1);
+        m_matmul(g, a->type_up, (const uint8_t *)wu + e * a->up_expert_bytes, E, F,
+                 xn + (s / K) * E, E, slot_out + s * F, F, 1);
+    }
+    m_silu_mul(g, ff, slot_out, F, F, a->n_tok * K);
+    for (uint32_t s = 0; s < a->n_tok * K; s++)
+        m_matmul(g, a->type_down, (const uint8_t *)wd + (uint32_t)chosen[s] * a->down_expert_bytes,
+                 F, E, ff + s * F, F, slot_out + s * E, E, 1);
+    for (uint32_t t = 0; t < a->n_tok; t++)
+        for (uint32_t j = 0; j < E; j++) {
+            float o = 0;
+            for (uint32_t k = 0; k < K; k++)
+                o += chosen_w[t * K + k] * slot_out[(t * K + k) * E + j];
+            out[t * E + j] = o;
+        }
+    return 0;
+}
+
+static int m_graph_begin(bg_gpu *g, uint64_t key, bool *replay)
+{
+    (void)g, (void)key;
+    *replay = false;
+    return 1; /* no graphs: eager */
+}
+static int m_graph_end(bg_gpu *g, uint64_t key) { return (void)g, (void)key, 0; }
+
+static const bg_gpu_api mock = {
+    m_init,   m_destroy,   m_error,    m_mem,    m_alloc,       m_copy,        m_copy,
+    m_zero,   m_sync,      m_supports, m_matmul, m_rmsnorm,     m_add,         m_attention,
+    m_deltanet, m_moe,     m_shared_gate, m_silu_mul, m_graph_begin, m_graph_end,
+};
+
+#endif

@@ -1,0 +1,326 @@
+/* Each CUDA operation against the host reference (tests/gpu_reference.h,
+ * the CPU engine's arithmetic): matrix products in every weight type and
+ * batch size, norms, attention over every cache type (gated or not, with
+ * the quantized caches' rotations, prefill then decode over two
+ * sequences), the DeltaNet step, and the mixture of experts. On the same
+ * inputs, outputs must agree to NMSE 1e-5 (1e-4 where the cache rounding
+ * can tip a code). Built everywhere; without CUDA or without a GPU it
+ * reports that it checked nothing. scripts/gpu-check.sh runs it first, so
+ * a parity failure there can be traced to one kernel. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "brigade.h"
+#include "check.h"
+#include "gpu_reference.h"
+
+static const bg_gpu_api *dev;
+static bg_gpu *dg, *rg;                 /* the device, the reference */
+static uint8_t *dbase, *rbase;          /* their arenas */
+static uint64_t used, cap = 256u << 20; /* bump allocation, same offsets in both */
+
+static uint64_t rnd_state = 0x2545f4914f6cdd1dull;
+static float frand(void)
+{
+    rnd_state ^= rnd_state << 13, rnd_state ^= rnd_state >> 7, rnd_state ^= rnd_state << 17;
+    return (float)((rnd_state >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+/* A region in both arenas; returns its offset. */
+static uint64_t take(uint64_t bytes)
+{
+    uint64_t off = used;
+    used = (used + bytes + 255) / 256 * 256;
+    if (used > cap) {
+        fprintf(stderr, "test_cuda_ops: arena too small\n");
+        exit(1);
+    }
+    return off;
+}
+
+static uint64_t put(const void *host, uint64_t bytes)
+{
+    uint64_t off = take(bytes);
+    dev->upload(dg, dbase + off, host, bytes);
+    memcpy(rbase + off, host, bytes);
+    return off;
+}
+
+static uint64_t put_random(uint64_t n, float scale)
+{
+    float *x = malloc(n * sizeof *x);
+    for (uint64_t i = 0; i < n; i++)
+        x[i] = frand() * scale;
+    uint64_t off = put(x, n * sizeof *x);
+    free(x);
+    return off;
+}
+
+/* Weights of n_out rows of n_in in `type`, quantized from random values. */
+static uint64_t put_weights(uint32_t type, uint64_t n_in, uint64_t n_out, float scale)
+{
+    uint64_t rb = 0;
+    bg_type_row_bytes((bg_type)type, n_in, &rb);
+    float *x = malloc(n_in * n_out * sizeof *x);
+    uint8_t *q = malloc(rb * n_out);
+    for (uint64_t i = 0; i < n_in * n_out; i++)
+        x[i] = frand() * scale;
+    if (type == BG_TYPE_F32)
+        memcpy(q, x, rb * n_out);
+    else
+        for (uint64_t r = 0; r < n_out; r++)
+            bg_quant_ops_get((bg_type)type)->quantize(x + r * n_in, q + r * rb, (int64_t)n_in);
+    uint64_t off = put(q, rb * n_out);
+    free(x);
+    free(q);
+    return off;
+}
+
+#define D(off) ((void *)(dbase + (off)))
+#define R(off) ((void *)(rbase + (off)))
+
+/* NMSE of n floats at off, device against reference. */
+static double compare_floats(uint64_t off, uint64_t n)
+{
+    float *d = malloc(n * sizeof *d);
+    if (dev->download(dg, d, dbase + off, n * sizeof *d)) {
+        fprintf(stderr, "download: %s\n", dev->error(dg));
+        free(d);
+        return INFINITY;
+    }
+    const float *r = R(off);
+    double num = 0, den = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        if (!isfinite(d[i])) {
+            free(d);
+            return INFINITY;
+        }
+        num += ((double)d[i] - r[i]) * ((double)d[i] - r[i]);
+        den += (double)r[i] * r[i];
+    }
+    free(d);
+    return den > 0 ? num / den : num;
+}
+
+static void matmuls(void)
+{
+    static const uint32_t types[] = {
+        BG_TYPE_F32,  BG_TYPE_F16,  BG_TYPE_BF16, BG_TYPE_Q8_0,   BG_TYPE_Q4_0,
+        BG_TYPE_Q4_1, BG_TYPE_Q5_0, BG_TYPE_Q5_1, BG_TYPE_Q4_K,   BG_TYPE_Q5_K,
+        BG_TYPE_Q6_K, BG_TYPE_IQ4_NL, BG_TYPE_IQ4_XS,
+    };
+    static const uint32_t toks[] = {1, 3, 8, 13};
+    const uint64_t n_in = 768, n_out = 70;
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        uint64_t mark = used;
+        uint64_t w = put_weights(types[i], n_in, n_out, 0.05f);
+        for (size_t k = 0; k < sizeof toks / sizeof *toks; k++) {
+            const uint32_t n = toks[k];
+            uint64_t x = put_random(n * (n_in + 4), 1.0f), y = take(n * (n_out + 2) * 4);
+            int rc = dev->matmul(dg, types[i], D(w), n_in, n_out, D(x), n_in + 4, D(y), n_out + 2, n);
+            mock.matmul(rg, types[i], R(w), n_in, n_out, R(x), n_in + 4, R(y), n_out + 2, n);
+            double e = rc ? INFINITY : compare_floats(y, n * (n_out + 2));
+            CHECK(e <= 1e-5, "matmul %s, %u tokens: NMSE %.3g%s%s", brigade_type_name(types[i]), n,
+                  e, rc ? ": " : "", rc ? dev->error(dg) : "");
+        }
+        used = mark;
+    }
+}
+
+static void small_ops(void)
+{
+    const uint32_t n = 320, rows = 5;
+    uint64_t x = put_random(n * rows, 2.0f), w = put_random(n, 1.0f);
+    uint64_t y = take(n * rows * 4);
+    dev->rmsnorm(dg, D(y), n, D(x), n, D(w), n, rows, 1e-6f);
+    mock.rmsnorm(rg, R(y), n, R(x), n, R(w), n, rows, 1e-6f);
+    CHECK(compare_floats(y, n * rows) <= 1e-10, "rmsnorm");
+    dev->add(dg, D(x), D(y), n * rows);
+    mock.add(rg, R(x), R(y), n * rows);
+    CHECK(compare_floats(x, n * rows) <= 1e-12, "add");
+    dev->silu_mul(dg, D(x), D(y), n - 8, n, rows);
+    mock.silu_mul(rg, R(x), R(y), n - 8, n, rows);
+    CHECK(compare_floats(x, n * rows) <= 1e-10, "silu_mul");
+    uint64_t out = put_random(n * rows, 1.0f);
+    dev->shared_gate(dg, D(out), D(y), D(x), D(w), n, rows);
+    mock.shared_gate(rg, R(out), R(y), R(x), R(w), n, rows);
+    CHECK(compare_floats(out, n * rows) <= 1e-10, "shared_gate");
+}
+
+/* Two sequences: a prefill of 5 tokens for sequence 0 and 3 for sequence 1
+ * in one batch, then one decode token each. */
+static void attentions(void)
+{
+    static const uint32_t kv_types[][2] = {
+        {BG_TYPE_F16, BG_TYPE_F16},   {BG_TYPE_F32, BG_TYPE_F32},
+        {BG_TYPE_Q8_0, BG_TYPE_Q8_0}, {BG_TYPE_Q4_0, BG_TYPE_Q4_0},
+        {BG_TYPE_Q8_0, BG_TYPE_F16},
+    };
+    const uint32_t H = 4, Hkv = 2, Dh = 128, n_ctx = 16;
+    for (size_t c = 0; c < sizeof kv_types / sizeof *kv_types; c++)
+        for (int gated = 0; gated < 2; gated++) {
+            uint64_t mark = used;
+            bg_gpu_attn_args a = {.n_head = H, .n_head_kv = Hkv, .head_dim = Dh,
+                                  .type_k = kv_types[c][0], .type_v = kv_types[c][1],
+                                  .gated = gated, .rope_dims = 64, .rope_base = 1e6f,
+                                  .eps = 1e-6f, .scale = 1.0f / sqrtf((float)Dh)};
+            bool quant_k = a.type_k != BG_TYPE_F32 && a.type_k != BG_TYPE_F16;
+            bool quant_v = a.type_v != BG_TYPE_F32 && a.type_v != BG_TYPE_F16;
+            a.k_rotation = quant_k ? Dh : 0;
+            a.v_rotation = quant_v ? 64 : 0;
+            bg_type_row_bytes((bg_type)a.type_k, (uint64_t)Hkv * Dh, &a.k_row_bytes);
+            bg_type_row_bytes((bg_type)a.type_v, (uint64_t)Hkv * Dh, &a.v_row_bytes);
+            a.k_seq_bytes = n_ctx * a.k_row_bytes;
+            a.v_seq_bytes = n_ctx * a.v_row_bytes;
+            a.q_width = 2 * H * Dh;
+            a.a_width = H * Dh;
+            a.kv_width = 2 * Hkv * Dh;
+            uint64_t qn = put_random(Dh, 1.0f), kn = put_random(Dh, 1.0f);
+            uint64_t kc = take(2 * a.k_seq_bytes), vc = take(2 * a.v_seq_bytes);
+            dev->zero(dg, D(kc), 2 * a.k_seq_bytes);
+            dev->zero(dg, D(vc), 2 * a.v_seq_bytes);
+            memset(R(kc), 0, 2 * a.k_seq_bytes);
+            memset(R(vc), 0, 2 * a.v_seq_bytes);
+            static const uint32_t seq1[] = {0, 0, 1, 0, 1, 0, 1, 0}, pos1[] = {0, 1, 0, 2, 1, 3, 2, 4};
+            static const uint32_t seq2[] = {1, 0}, pos2[] = {3, 5};
+            const uint32_t *seqs[2] = {seq1, seq2}, *poss[2] = {pos1, pos2}, ns[2] = {8, 2};
+            for (int step = 0; step < 2; step++) {
+                a.n_tok = ns[step];
+                uint64_t q = put_random(a.n_tok * a.q_width, 2.0f);
+                uint64_t kv = put_random(a.n_tok * a.kv_width, 2.0f);
+                uint64_t gate = take(a.n_tok * a.a_width * 4), att = take(a.n_tok * a.a_width * 4);
+                uint64_t ts = put(seqs[step], a.n_tok * 4), tp = put(poss[step], a.n_tok * 4);
+                int rc = dev->attention(dg, &a, D(q), D(kv), D(gate), D(att), D(qn), D(kn),
+                                        D(kc), D(vc), D(ts), D(tp));
+                mock.attention(rg, &a, R(q), R(kv), R(gate), R(att), R(qn), R(kn), R(kc), R(vc),
+                               R(ts), R(tp));
+                double e = rc ? INFINITY : compare_floats(att, a.n_tok * a.a_width);
+                CHECK(e <= 1e-4, "attention %s/%s%s, step %d: NMSE %.3g%s%s",
+                      brigade_type_name(a.type_k), brigade_type_name(a.type_v),
+                      gated ? " gated" : "", step, e, rc ? ": " : "", rc ? dev->error(dg) : "");
+            }
+            used = mark;
+        }
+}
+
+static void deltanets(void)
+{
+    const uint32_t S = 64, Hk = 2, Hv = 4, K = 4, n_seq = 2;
+    const uint32_t key_dim = S * Hk, conv_dim = 2 * key_dim + S * Hv;
+    bg_gpu_deltanet_args a = {.state = S, .n_k_heads = Hk, .n_v_heads = Hv, .conv_kernel = K,
+                              .eps = 1e-6f, .conv_seq_floats = (uint64_t)conv_dim * (K - 1),
+                              .ssm_seq_floats = (uint64_t)Hv * S * S, .q_width = conv_dim + 8,
+                              .a_width = S * Hv};
+    uint64_t dt = put_random(Hv, 1.0f), A = put_random(Hv, 1.0f);
+    for (uint32_t h = 0; h < Hv; h++) /* a = -exp(A_log) < 0 */
+        ((float *)R(A))[h] = -1.0f - fabsf(((float *)R(A))[h]) * 4;
+    dev->upload(dg, D(A), R(A), Hv * 4);
+    uint64_t cw = put_random((uint64_t)conv_dim * K, 0.5f), nw = put_random(S, 1.0f);
+    uint64_t conv = take(n_seq * a.conv_seq_floats * 4), ssm = take(n_seq * a.ssm_seq_floats * 4);
+    dev->zero(dg, D(conv), n_seq * a.conv_seq_floats * 4);
+    dev->zero(dg, D(ssm), n_seq * a.ssm_seq_floats * 4);
+    memset(R(conv), 0, n_seq * a.conv_seq_floats * 4);
+    memset(R(ssm), 0, n_seq * a.ssm_seq_floats * 4);
+    static const uint32_t seqs[][6] = {{0, 1, 0, 0, 1, 1}, {1, 0}};
+    const uint32_t ns[2] = {6, 2};
+    for (int step = 0; step < 2; step++) {
+        a.n_tok = ns[step];
+        uint64_t qkv = put_random(a.n_tok * a.q_width, 1.0f), z = put_random(a.n_tok * a.a_width, 1.0f);
+        uint64_t heads = put_random(a.n_tok * 2 * Hv, 1.0f), att = take(a.n_tok * a.a_width * 4);
+        uint64_t ts = put(seqs[step], a.n_tok * 4);
+        int rc = dev->deltanet(dg, &a, D(qkv), D(z), D(heads), D(dt), D(A), D(cw), D(nw), D(conv),
+                               D(ssm), D(att), D(ts));
+        mock.deltanet(rg, &a, R(qkv), R(z), R(heads), R(dt), R(A), R(cw), R(nw), R(conv), R(ssm),
+                      R(att), R(ts));
+        double e = rc ? INFINITY : compare_floats(att, a.n_tok * a.a_width);
+        CHECK(e <= 1e-5, "deltanet step %d: NMSE %.3g%s%s", step, e, rc ? ": " : "",
+              rc ? dev->error(dg) : "");
+        e = compare_floats(ssm, n_seq * a.ssm_seq_floats);
+        CHECK(e <= 1e-5, "deltanet state after step %d: NMSE %.3g", step, e);
+        e = compare_floats(conv, n_seq * a.conv_seq_floats);
+        CHECK(e <= 1e-10, "deltanet convolution state after step %d: NMSE %.3g", step, e);
+    }
+}
+
+static void moes(void)
+{
+    static const uint32_t types[][3] = {
+        {BG_TYPE_Q4_K, BG_TYPE_Q4_K, BG_TYPE_Q6_K},
+        {BG_TYPE_Q8_0, BG_TYPE_Q8_0, BG_TYPE_Q8_0},
+        {BG_TYPE_F16, BG_TYPE_BF16, BG_TYPE_Q5_K},
+    };
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        for (uint32_t n_tok = 1; n_tok <= 9; n_tok += 8) {
+            uint64_t mark = used;
+            bg_gpu_moe_args a = {.n_tok = n_tok, .n_embd = 256, .n_ff = 128, .n_expert = 16,
+                                 .n_used = 4, .type_gate = types[i][0],
+                                 .type_up = types[i][1], .type_down = types[i][2],
+                                 .ff_width = 128};
+            uint64_t rb;
+            bg_type_row_bytes((bg_type)a.type_gate, a.n_embd, &rb);
+            a.gate_expert_bytes = rb * a.n_ff;
+            bg_type_row_bytes((bg_type)a.type_up, a.n_embd, &rb);
+            a.up_expert_bytes = rb * a.n_ff;
+            bg_type_row_bytes((bg_type)a.type_down, a.n_ff, &rb);
+            a.down_expert_bytes = rb * a.n_embd;
+            uint64_t wg = put_weights(a.type_gate, a.n_embd, (uint64_t)a.n_ff * a.n_expert, 0.06f);
+            uint64_t wu = put_weights(a.type_up, a.n_embd, (uint64_t)a.n_ff * a.n_expert, 0.06f);
+            uint64_t wd = put_weights(a.type_down, a.n_ff, (uint64_t)a.n_embd * a.n_expert, 0.08f);
+            uint64_t xn = put_random(n_tok * a.n_embd, 1.0f);
+            uint64_t router = put_random(n_tok * a.n_expert, 3.0f);
+            uint64_t chosen = take(n_tok * a.n_used * 4), cw = take(n_tok * a.n_used * 4);
+            uint64_t ff = take((uint64_t)n_tok * a.n_used * a.n_embd * 4);
+            uint64_t so = take((uint64_t)n_tok * a.n_used * a.n_embd * 4);
+            uint64_t out = take((uint64_t)n_tok * a.n_embd * 4);
+            int rc = dev->moe(dg, &a, D(xn), D(router), D(wg), D(wu), D(wd), D(chosen), D(cw),
+                              D(ff), D(so), D(out));
+            mock.moe(rg, &a, R(xn), R(router), R(wg), R(wu), R(wd), R(chosen), R(cw), R(ff), R(so),
+                     R(out));
+            int32_t *dch = malloc(n_tok * a.n_used * 4);
+            dev->download(dg, dch, D(chosen), n_tok * a.n_used * 4);
+            CHECK(!rc && !memcmp(dch, R(chosen), n_tok * a.n_used * 4),
+                  "moe %s: the chosen experts differ%s%s", brigade_type_name(a.type_gate),
+                  rc ? ": " : "", rc ? dev->error(dg) : "");
+            free(dch);
+            double e = rc ? INFINITY : compare_floats(out, (uint64_t)n_tok * a.n_embd);
+            CHECK(e <= 1e-5, "moe %s/%s/%s, %u tokens: NMSE %.3g", brigade_type_name(a.type_gate),
+                  brigade_type_name(a.type_up), brigade_type_name(a.type_down), n_tok, e);
+            used = mark;
+        }
+}
+
+int main(void)
+{
+#ifdef BG_TEST_SELF /* the harness against itself, to check the test code */
+    dev = &mock;
+#else
+    dev = bg_gpu_api_get();
+#endif
+    if (!dev) {
+        printf("test_cuda_ops: 0 passed, 0 failed (built without CUDA: nothing to check)\n");
+        return 0;
+    }
+    char desc[128], msg[256];
+    if (dev->init(0, &dg, desc, sizeof desc, msg, sizeof msg)) {
+        printf("test_cuda_ops: 0 passed, 0 failed (no GPU: %s)\n", msg);
+        return 0;
+    }
+    mock.init(0, &rg, desc, sizeof desc, msg, sizeof msg);
+    void *d = NULL, *r = NULL;
+    if (dev->alloc(dg, cap, &d) || mock.alloc(rg, cap, &r)) {
+        fprintf(stderr, "test_cuda_ops: %s\n", dev->error(dg));
+        return 1;
+    }
+    dbase = d;
+    rbase = r;
+    matmuls();
+    small_ops();
+    attentions();
+    deltanets();
+    moes();
+    dev->destroy(dg);
+    mock.destroy(rg);
+    return check_summary("test_cuda_ops");
+}
