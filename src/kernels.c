@@ -45,6 +45,16 @@ static bg_dot_fn avx512_dot(bg_type type)
     }
 }
 
+static bg_dot_multi_fn avx512_dot_multi(bg_type type)
+{
+    switch (type) {
+    case BG_TYPE_Q4_K: return bg_dot_multi_q4_K_avx512;
+    case BG_TYPE_Q5_K: return bg_dot_multi_q5_K_avx512;
+    case BG_TYPE_Q6_K: return bg_dot_multi_q6_K_avx512;
+    default: return NULL;
+    }
+}
+
 static bg_dot_fn avx2_dot(bg_type type)
 {
     switch (type) {
@@ -111,6 +121,7 @@ static void vec_f16_to_f32_scalar(int64_t n, float *y, const uint16_t *x)
 }
 
 static bg_dot_fn chosen[BG_TYPE_COUNT];
+static bg_dot_multi_fn chosen_multi[BG_TYPE_COUNT];
 static struct {
     void (*mad_f16)(int64_t n, uint16_t *y, const uint16_t *x, float s);
     void (*scale_f16)(int64_t n, uint16_t *y, float s);
@@ -121,18 +132,31 @@ static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 /* The last variant listed is the fastest. */
 static void choose_all(void)
 {
+    for (int t = 0; t < BG_TYPE_COUNT; t++) {
+        bg_dot_variant v[4];
+        size_t n = bg_kernel_dot_variants((bg_type)t, v, 4);
+        chosen[t] = n ? v[(n < 4 ? n : 4) - 1].fn : NULL;
+    }
 #ifdef BG_KERNELS_X86
+    /* a multi-row dot only where it equals the chosen single one */
+    if (cpu_has_avx512())
+        for (int t = 0; t < BG_TYPE_COUNT; t++)
+            if (chosen[t] && chosen[t] == avx512_dot((bg_type)t))
+                chosen_multi[t] = avx512_dot_multi((bg_type)t);
     if (cpu_has_avx2()) {
         vec.mad_f16 = bg_vec_mad_f16_avx2;
         vec.scale_f16 = bg_vec_scale_f16_avx2;
         vec.f16_to_f32 = bg_vec_f16_to_f32_avx2;
     }
 #endif
-    for (int t = 0; t < BG_TYPE_COUNT; t++) {
-        bg_dot_variant v[4];
-        size_t n = bg_kernel_dot_variants((bg_type)t, v, 4);
-        chosen[t] = n ? v[(n < 4 ? n : 4) - 1].fn : NULL;
-    }
+}
+
+bg_dot_multi_fn bg_kernel_dot_multi(bg_type type)
+{
+    if ((unsigned)type >= BG_TYPE_COUNT)
+        return NULL;
+    pthread_once(&chosen_once, choose_all);
+    return chosen_multi[type];
 }
 
 bg_dot_fn bg_kernel_dot(bg_type type)

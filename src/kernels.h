@@ -17,9 +17,20 @@ typedef struct bg_dot_variant {
     bg_dot_fn fn;
 } bg_dot_variant;
 
+/* Dots of one weight row with na <= BG_DOT_MULTI activation rows, row t at
+ * a + t * a_stride, into out[t]: the weight row is decoded once for all of
+ * them, and each result is bitwise the type's bg_kernel_dot. */
+#define BG_DOT_MULTI 4
+typedef void (*bg_dot_multi_fn)(int64_t n, const void *w, const void *a, size_t a_stride, int na,
+                                float *out);
+
 /* The fastest dot this processor runs for weights of `type`; NULL where
  * the type has no dot. */
 bg_dot_fn bg_kernel_dot(bg_type type);
+
+/* The multi-row dot for `type`, where this processor has one; NULL
+ * otherwise (use bg_kernel_dot row by row). */
+bg_dot_multi_fn bg_kernel_dot_multi(bg_type type);
 
 /* Every variant this processor can run for `type`, the scalar reference
  * first; returns how many (at most cap are written). */
@@ -56,6 +67,12 @@ float bg_dot_iq4_xs_avx2(int64_t n, const void *w, const void *a);
 void bg_vec_mad_f16_avx2(int64_t n, uint16_t *y, const uint16_t *x, float s);
 void bg_vec_scale_f16_avx2(int64_t n, uint16_t *y, float s);
 void bg_vec_f16_to_f32_avx2(int64_t n, float *y, const uint16_t *x);
+void bg_dot_multi_q4_K_avx512(int64_t n, const void *w, const void *a, size_t a_stride, int na,
+                              float *out);
+void bg_dot_multi_q5_K_avx512(int64_t n, const void *w, const void *a, size_t a_stride, int na,
+                              float *out);
+void bg_dot_multi_q6_K_avx512(int64_t n, const void *w, const void *a, size_t a_stride, int na,
+                              float *out);
 float bg_dot_q8_0_avx512(int64_t n, const void *w, const void *a);
 float bg_dot_q4_0_avx512(int64_t n, const void *w, const void *a);
 float bg_dot_q4_K_avx512(int64_t n, const void *w, const void *a);

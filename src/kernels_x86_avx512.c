@@ -114,9 +114,92 @@ BG_AVX512 static inline float k_dot256(int64_t n, const uint8_t *w, size_t bytes
         s01 = k_chunk256(s01, qs, hb, y->qs, sc, 1);
         __m256i s23 = k_chunk256(_mm256_setzero_si256(), qs, hb, y->qs, sc, 2);
         s23 = k_chunk256(s23, qs, hb, y->qs, sc, 3);
-        kq_add(&s, w, y, _mm256_add_epi32(s01, s23), mins, qh_off != 0);
+        kq_add(&s, kq_block_d(w), kq_block_dmin(w), y, _mm256_add_epi32(s01, s23), mins, qh_off != 0);
     }
     return kq_total(&s, qh_off != 0);
+}
+
+/* Several activation rows against one weight row: a super-block's codes
+ * and scales are unpacked once (k_unpack) and reused for every row. Per
+ * row the integer work then runs at 512 bits: chunk c's two groups (low
+ * nibbles, high nibbles) side by side meet the chunk's 64 contiguous
+ * activations in one maddubs and one vpdpwssd, and the two halves folded
+ * give each of the eight lanes the same exact integer as k_dot256; the
+ * float steps are k_dot256's, so every result is bitwise the single dot. */
+typedef struct k_unpacked {
+    __m512i q[4]; /* chunk c: group 2c's codes | group 2c + 1's codes */
+    __m512i s[4]; /* chunk c: their scales, in every s16 lane of each half */
+    __m128i mins;
+} k_unpacked;
+
+BG_AVX512 static inline void k_unpack(const uint8_t *w, size_t qh_off, size_t qs_off,
+                                      k_unpacked *u)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
+    const __m256i sc = kq_scales(w + offsetof(bg_block_q4_K, scales), &u->mins);
+    __m256i hb = qh_off ? loadu256(w + qh_off) : _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        const __m256i q = loadu256(w + qs_off + 32 * c);
+        __m256i lo = _mm256_and_si256(q, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if (qh_off) {
+            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hb, 4), bit4));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(hb, 3), bit4));
+            hb = _mm256_srli_epi16(hb, 2);
+        }
+        const __m256i s0 = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * 2 * c)));
+        const __m256i s1 =
+            _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c + 1))));
+        u->q[c] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+        u->s[c] = _mm512_inserti64x4(_mm512_castsi256_si512(s0), s1, 1);
+    }
+}
+
+/* The eight lanes of scaled integer sums of an unpacked super-block with
+ * 256 activations. */
+BG_AVX512 static inline __m256i k_isum(const k_unpacked *u, const int8_t *act)
+{
+    __m512i s01 = _mm512_dpwssd_epi32(_mm512_setzero_si512(),
+                                      _mm512_maddubs_epi16(u->q[0], loadu512(act)), u->s[0]);
+    __m512i s23 = _mm512_dpwssd_epi32(_mm512_setzero_si512(),
+                                      _mm512_maddubs_epi16(u->q[2], loadu512(act + 128)), u->s[2]);
+    s01 = _mm512_dpwssd_epi32(s01, _mm512_maddubs_epi16(u->q[1], loadu512(act + 64)), u->s[1]);
+    s23 = _mm512_dpwssd_epi32(s23, _mm512_maddubs_epi16(u->q[3], loadu512(act + 192)), u->s[3]);
+    return fold512(_mm512_add_epi32(s01, s23));
+}
+
+BG_AVX512 static inline void k_dot256_multi(int64_t n, const uint8_t *w, size_t bytes,
+                                            size_t qh_off, size_t qs_off, const uint8_t *a,
+                                            size_t a_stride, int na, float *out)
+{
+    kq_sums s[BG_DOT_MULTI];
+    for (int t = 0; t < na; t++)
+        s[t] = (kq_sums){_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f};
+    for (int64_t b = 0; b < n / BG_QK_K; b++, w += bytes) {
+        k_unpacked u;
+        k_unpack(w, qh_off, qs_off, &u);
+        const float wd = kq_block_d(w), wdmin = kq_block_dmin(w);
+        for (int t = 0; t < na; t++) {
+            const bg_block_q8_K *y = (const bg_block_q8_K *)(const void *)(a + t * a_stride) + b;
+            kq_add(&s[t], wd, wdmin, y, k_isum(&u, y->qs), u.mins, qh_off != 0);
+        }
+    }
+    for (int t = 0; t < na; t++)
+        out[t] = kq_total(&s[t], qh_off != 0);
+}
+
+BG_AVX512 void bg_dot_multi_q4_K_avx512(int64_t n, const void *w, const void *a, size_t a_stride,
+                                        int na, float *out)
+{
+    k_dot256_multi(n, w, sizeof(bg_block_q4_K), 0, offsetof(bg_block_q4_K, qs), a, a_stride, na,
+                   out);
+}
+
+BG_AVX512 void bg_dot_multi_q5_K_avx512(int64_t n, const void *w, const void *a, size_t a_stride,
+                                        int na, float *out)
+{
+    k_dot256_multi(n, w, sizeof(bg_block_q5_K), offsetof(bg_block_q5_K, qh),
+                   offsetof(bg_block_q5_K, qs), a, a_stride, na, out);
 }
 
 BG_AVX512 float bg_dot_q4_K_avx512(int64_t n, const void *w, const void *a)
@@ -179,6 +262,46 @@ BG_AVX512 float bg_dot_q6_K_avx512(int64_t n, const void *w, const void *a)
                               _mm256_set1_ps(y->d * kq_load_f16(&x->d)), acc);
     }
     return kq_hsum(acc);
+}
+
+/* Q6_K against several activation rows: each super-block's codes and
+ * spread scales made once, then bg_dot_q6_K_avx512's steps per row. */
+BG_AVX512 void bg_dot_multi_q6_K_avx512(int64_t n, const void *w, const void *a, size_t a_stride,
+                                        int na, float *out)
+{
+    const bg_block_q6_K *x = w;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    __m256 acc[BG_DOT_MULTI];
+    for (int t = 0; t < na; t++)
+        acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / BG_QK_K; b++, x++) {
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
+        const __m512i sc = _mm512_castsi256_si512(sc16);
+        __m512i q[4], s[4];
+        for (int c = 0; c < 2; c++) {
+            const __m512i l = loadu512(x->ql + 64 * c);
+            const __m512i h0 = load_twice256(x->qh + 32 * c);
+            const __m512i h = _mm512_mask_srli_epi16(h0, 0xFFFF0000u, h0, 2);
+            q[2 * c] = _mm512_or_si512(_mm512_and_si512(l, m4),
+                                       _mm512_and_si512(_mm512_slli_epi16(h, 4), m30));
+            q[2 * c + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                           _mm512_and_si512(h, m30));
+            s[2 * c] = _mm512_permutexvar_epi16(c ? SPREAD4(8) : SPREAD4(0), sc);
+            s[2 * c + 1] = _mm512_permutexvar_epi16(c ? SPREAD4(12) : SPREAD4(4), sc);
+        }
+        const float dw = kq_load_f16(&x->d);
+        for (int t = 0; t < na; t++) {
+            const bg_block_q8_K *y = (const bg_block_q8_K *)(const void *)((const uint8_t *)a + t * a_stride) + b;
+            const __m256i corr = _mm256_madd_epi16(loadu256(y->bsums), sc16);
+            __m512i isum = _mm512_setzero_si512();
+            for (int g = 0; g < 4; g++)
+                isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(q[g], loadu512(y->qs + 64 * g)), s[g]);
+            const __m256i total = _mm256_sub_epi32(fold512(isum), _mm256_slli_epi32(corr, 5));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_set1_ps(y->d * dw), acc[t]);
+        }
+    }
+    for (int t = 0; t < na; t++)
+        out[t] = kq_hsum(acc[t]);
 }
 
 /* ------------------------------------------------------------------------

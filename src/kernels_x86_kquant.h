@@ -71,18 +71,29 @@ typedef struct kq_sums {
     float sum_min;   /* Q5_K: the same, one float */
 } kq_sums;
 
-/* Folds in super-block w (a Q4_K or Q5_K block) with activations y, given
- * its eight lanes of scaled integer sums and its eight mins. The min terms
+/* The super-block's d and dmin as floats. */
+BG_KQ static inline float kq_block_d(const uint8_t *w)
+{
+    return kq_load_f16(w + offsetof(bg_block_q4_K, d));
+}
+BG_KQ static inline float kq_block_dmin(const uint8_t *w)
+{
+    return kq_load_f16(w + offsetof(bg_block_q4_K, dmin));
+}
+
+/* Folds in a super-block (a Q4_K or Q5_K block, its d and dmin as floats)
+ * with activations y, given its eight lanes of scaled integer sums and its
+ * eight mins. The min terms
  * pair groups: t = min(2t) * bsum32(2t) + min(2t+1) * bsum32(2t+1), where
  * bsum32(g) is the activation sum of group g (two 16-element bsums). */
-BG_KQ static inline void kq_add(kq_sums *s, const uint8_t *w, const bg_block_q8_K *y,
+BG_KQ static inline void kq_add(kq_sums *s, float wd, float wdmin, const bg_block_q8_K *y,
                                 __m256i isum, __m128i mins, bool q5)
 {
     const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
     const __m128i pairs = _mm_madd_epi16(
         mins, _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
-    const float d = y->d * kq_load_f16(w + offsetof(bg_block_q4_K, d));
-    const float dmin = -y->d * kq_load_f16(w + offsetof(bg_block_q4_K, dmin));
+    const float d = y->d * wd;
+    const float dmin = -y->d * wdmin;
     s->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), s->acc);
     if (q5) {
         const __m128i h = _mm_hadd_epi32(_mm_hadd_epi32(pairs, pairs), pairs);

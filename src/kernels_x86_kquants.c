@@ -135,7 +135,7 @@ BG_AVX2 static inline float k_dot(int64_t n, const uint8_t *w, size_t bytes, siz
         __m128i mins;
         const __m256i sc = kq_scales(w + offsetof(bg_block_q4_K, scales), &mins);
         const __m256i isum = k_block_isum(w + qs_off, qh_off ? w + qh_off : NULL, y->qs, sc);
-        kq_add(&s, w, y, isum, mins, qh_off != 0);
+        kq_add(&s, kq_block_d(w), kq_block_dmin(w), y, isum, mins, qh_off != 0);
     }
     return kq_total(&s, qh_off != 0);
 }

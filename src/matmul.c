@@ -20,54 +20,120 @@ size_t bg_matmul_scratch(uint64_t n_in, uint64_t n_rows)
     return (size_t)(n_in * 4 + 64) * (size_t)n_rows;
 }
 
+/* Up to two matrices with the same input, tasks_per_matrix tasks each. */
 typedef struct matmul_job {
-    const bg_matrix *w;
+    const bg_matrix *ws[2];
+    float *ys[2];
     bg_dot_fn dot;
+    bg_dot_multi_fn multi; /* NULL: one dot at a time */
     const uint8_t *xq;
     size_t xq_row; /* bytes of one converted activation row */
-    float *y;
     size_t y_stride;
     uint32_t n;
-    uint64_t rows_per_task;
+    uint64_t rows_per_task, tasks_per_matrix;
 } matmul_job;
 
-static void matmul_task(void *ctx, int64_t task, unsigned worker)
+static void matmul_task(void *ctx, int64_t task_index, unsigned worker)
 {
     (void)worker;
     const matmul_job *j = ctx;
-    uint64_t r0 = (uint64_t)task * j->rows_per_task;
-    uint64_t r1 = r0 + j->rows_per_task < j->w->n_out ? r0 + j->rows_per_task : j->w->n_out;
-    for (uint64_t r = r0; r < r1; r++) {
-        const uint8_t *row = j->w->data + r * j->w->row_bytes;
-        for (uint32_t i = 0; i < j->n; i++)
-            j->y[i * j->y_stride + r] = j->dot((int64_t)j->w->n_in, row, j->xq + i * j->xq_row);
-    }
+    const uint64_t m = (uint64_t)task_index / j->tasks_per_matrix;
+    const uint64_t task = (uint64_t)task_index % j->tasks_per_matrix;
+    const bg_matrix *w = j->ws[m];
+    float *y = j->ys[m];
+    const uint64_t r0 = task * j->rows_per_task;
+    const uint64_t r1 = r0 + j->rows_per_task < w->n_out ? r0 + j->rows_per_task : w->n_out;
+    const int64_t n_in = (int64_t)w->n_in;
+    /* Groups of activation rows outside, weight rows inside: a group's
+     * activations stay in L1 while the task's weight rows stream through. */
+    uint32_t i = 0;
+    if (j->multi)
+        for (; i + 1 < j->n; i += BG_DOT_MULTI) {
+            const int na = j->n - i < BG_DOT_MULTI ? (int)(j->n - i) : BG_DOT_MULTI;
+            const uint8_t *a = j->xq + i * j->xq_row;
+            for (uint64_t r = r0; r < r1; r++) {
+                float out[BG_DOT_MULTI];
+                j->multi(n_in, w->data + r * w->row_bytes, a, j->xq_row, na, out);
+                for (int t = 0; t < na; t++)
+                    y[(i + (uint32_t)t) * j->y_stride + r] = out[t];
+            }
+        }
+    for (uint64_t r = r0; r < r1; r++)
+        for (uint32_t k = i; k < j->n; k++)
+            y[k * j->y_stride + r] = j->dot(n_in, w->data + r * w->row_bytes, j->xq + k * j->xq_row);
 }
 
-void bg_matmul(bg_pool *pool, const bg_matrix *w, const float *x, size_t x_stride, float *y,
-               size_t y_stride, uint32_t n, void *scratch)
+typedef struct convert_job {
+    const bg_quant_ops *aops;
+    const float *x;
+    size_t x_stride;
+    uint8_t *xq;
+    uint64_t xq_row, n_in;
+} convert_job;
+
+static void convert_task(void *ctx, int64_t i, unsigned worker)
 {
+    (void)worker;
+    const convert_job *c = ctx;
+    c->aops->quantize_activations(c->x + i * c->x_stride, c->xq + i * c->xq_row, (int64_t)c->n_in);
+}
+
+/* y_m = W_m x for the count (1 or 2) matrices, which share n_in and type. */
+static void matmul_n(bg_pool *pool, const bg_matrix *const *ws, float *const *ys, int count,
+                     const float *x, size_t x_stride, size_t y_stride, uint32_t n, void *scratch)
+{
+    const bg_matrix *w = ws[0];
     const bg_quant_ops *ops = bg_quant_ops_get((bg_type)w->type);
     const bg_quant_ops *aops = bg_quant_ops_get(ops->dot_type);
     uint64_t xq_row = 0;
     bg_type_row_bytes(ops->dot_type, w->n_in, &xq_row);
     uint8_t *xq = scratch;
-    for (uint32_t i = 0; i < n; i++)
-        aops->quantize_activations(x + i * x_stride, xq + i * xq_row, (int64_t)w->n_in);
-    matmul_job j = {w, bg_kernel_dot((bg_type)w->type), xq, (size_t)xq_row, y, y_stride, n, 0};
+    /* rows converted on the pool too when there are many of them */
+    convert_job c = {aops, x, x_stride, xq, xq_row, w->n_in};
+    if (pool && n >= 16)
+        bg_pool_run(pool, n, convert_task, &c);
+    else
+        for (uint32_t i = 0; i < n; i++)
+            convert_task(&c, i, 0);
+    matmul_job j = {{ws[0], count > 1 ? ws[1] : ws[0]},
+                    {ys[0], count > 1 ? ys[1] : ys[0]},
+                    bg_kernel_dot((bg_type)w->type),
+                    bg_kernel_dot_multi((bg_type)w->type),
+                    xq,
+                    (size_t)xq_row,
+                    y_stride,
+                    n,
+                    0,
+                    0};
     unsigned n_threads = pool ? bg_pool_threads(pool) : 1;
     /* Several tasks a thread balance uneven progress. Small products stay on
      * the calling thread: waking the pool costs more than they do. Each
      * output is one dot either way, so results do not depend on it. */
-    const uint64_t work = w->n_out * w->n_in * n;
+    const uint64_t work = w->n_out * w->n_in * n * (uint64_t)count;
     uint64_t tasks = w->n_out < 64 || work < (1u << 16) ? 1 : (uint64_t)n_threads * 4;
     j.rows_per_task = (w->n_out + tasks - 1) / tasks;
-    tasks = (w->n_out + j.rows_per_task - 1) / j.rows_per_task;
-    if (pool && tasks > 1)
-        bg_pool_run(pool, (int64_t)tasks, matmul_task, &j);
+    j.tasks_per_matrix = (w->n_out + j.rows_per_task - 1) / j.rows_per_task;
+    const uint64_t all = j.tasks_per_matrix * (uint64_t)count;
+    if (pool && all > 1)
+        bg_pool_run(pool, (int64_t)all, matmul_task, &j);
     else
-        for (uint64_t t = 0; t < tasks; t++)
+        for (uint64_t t = 0; t < all; t++)
             matmul_task(&j, (int64_t)t, 0);
+}
+
+void bg_matmul(bg_pool *pool, const bg_matrix *w, const float *x, size_t x_stride, float *y,
+               size_t y_stride, uint32_t n, void *scratch)
+{
+    matmul_n(pool, &w, &y, 1, x, x_stride, y_stride, n, scratch);
+}
+
+void bg_matmul_pair(bg_pool *pool, const bg_matrix *w0, const bg_matrix *w1, const float *x,
+                    size_t x_stride, float *y0, float *y1, size_t y_stride, uint32_t n,
+                    void *scratch)
+{
+    const bg_matrix *ws[2] = {w0, w1};
+    float *ys[2] = {y0, y1};
+    matmul_n(pool, ws, ys, 2, x, x_stride, y_stride, n, scratch);
 }
 
 void bg_matrix_row(const bg_matrix *w, uint64_t r, float *out)

@@ -31,6 +31,12 @@ size_t bg_matmul_scratch(uint64_t n_in, uint64_t n_rows);
 void bg_matmul(bg_pool *pool, const bg_matrix *w, const float *x, size_t x_stride, float *y,
                size_t y_stride, uint32_t n, void *scratch);
 
+/* bg_matmul for two matrices of the same type and input width over the
+ * same input (an expert's gate and up), in one pass of the pool. */
+void bg_matmul_pair(bg_pool *pool, const bg_matrix *w0, const bg_matrix *w1, const float *x,
+                    size_t x_stride, float *y0, float *y1, size_t y_stride, uint32_t n,
+                    void *scratch);
+
 /* Row r of the matrix as f32 (embedding lookup). */
 void bg_matrix_row(const bg_matrix *w, uint64_t r, float *out);
 

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "fp16.h"
 #include "kernels.h"
 #include "quant.h"
 
@@ -142,6 +143,74 @@ static void check_type(bg_type type)
           wi->name);
 }
 
+/* The multi-row dot, where the CPU has one for the type, against the
+ * single dot row by row: bitwise, for every row count, at odd addresses
+ * and with a row stride that is not a multiple of the row size. */
+static void check_multi(bg_type type)
+{
+    bg_dot_multi_fn multi = bg_kernel_dot_multi(type);
+    if (!multi)
+        return;
+    const bg_quant_ops *ops = bg_quant_ops_get(type);
+    const bg_quant_ops *aops = bg_quant_ops_get(ops->dot_type);
+    const bg_type_info *wi = bg_type_get(type), *ai = bg_type_get(ops->dot_type);
+    const bg_dot_fn dot = bg_kernel_dot(type);
+    static const int64_t blocks[] = {1, 2, 3, 8, 11};
+    int checked = 0;
+    for (size_t bi = 0; bi < sizeof blocks / sizeof *blocks; bi++) {
+        const int64_t n = blocks[bi] * (int64_t)wi->block_elems;
+        const size_t wbytes = (size_t)(n / wi->block_elems) * wi->block_bytes;
+        const size_t abytes = (size_t)(n / ai->block_elems) * ai->block_bytes;
+        const size_t stride = abytes + 13;
+        float *x = malloc(n * sizeof *x);
+        uint8_t *wq = malloc(wbytes + 1), *aq = malloc(BG_DOT_MULTI * stride + 1);
+        fill(x, n, GAUSS);
+        ops->quantize(x, wq + 1, n);
+        for (int t = 0; t < BG_DOT_MULTI; t++) {
+            fill(x, n, (dist)(t % BYTES));
+            aops->quantize_activations(x, aq + 1 + t * stride, n);
+        }
+        for (int na = 1; na <= BG_DOT_MULTI; na++) {
+            float out[BG_DOT_MULTI];
+            multi(n, wq + 1, aq + 1, stride, na, out);
+            for (int t = 0; t < na; t++) {
+                const float want = dot(n, wq + 1, aq + 1 + t * stride);
+                CHECK(memcmp(&want, &out[t], sizeof want) == 0,
+                      "%s multi-row dot, n=%lld, row %d of %d: %.9g, single dot %.9g", wi->name,
+                      (long long)n, t, na, out[t], want);
+                checked++;
+            }
+        }
+        free(x), free(wq), free(aq);
+    }
+    printf("  %-7s multi-row dot: %d results bitwise equal to the single dot\n", wi->name, checked);
+}
+
+/* The f16 row kernels against the formulas, element by element. */
+static void check_vec_f16(void)
+{
+    enum { N = 77 };
+    uint16_t x[N], y[N], want[N];
+    float f[N];
+    for (int rep = 0; rep < 50; rep++) {
+        const float s = (float)(uniform() * 4 - 2);
+        for (int i = 0; i < N; i++) {
+            x[i] = bg_f32_to_f16(gauss() * (rep % 5 == 0 ? 1e-5f : 3.0f));
+            y[i] = bg_f32_to_f16(gauss());
+            want[i] = bg_f32_to_f16(fmaf(bg_f16_to_f32(x[i]), s, bg_f16_to_f32(y[i])));
+        }
+        bg_vec_mad_f16(N, y, x, s);
+        CHECK(memcmp(y, want, sizeof y) == 0, "bg_vec_mad_f16 differs from f16(fma(x, s, y))");
+        for (int i = 0; i < N; i++)
+            want[i] = bg_f32_to_f16(bg_f16_to_f32(y[i]) * s);
+        bg_vec_scale_f16(N, y, s);
+        CHECK(memcmp(y, want, sizeof y) == 0, "bg_vec_scale_f16 differs from f16(y * s)");
+        bg_vec_f16_to_f32(N, f, y);
+        for (int i = 0; i < N; i++)
+            CHECK(f[i] == bg_f16_to_f32(y[i]), "bg_vec_f16_to_f32 element %d", i);
+    }
+}
+
 int main(void)
 {
     static const bg_type types[] = {BG_TYPE_F32,  BG_TYPE_F16,  BG_TYPE_BF16, BG_TYPE_Q8_0,
@@ -150,5 +219,8 @@ int main(void)
                                     BG_TYPE_IQ4_XS};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         check_type(types[i]);
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        check_multi(types[i]);
+    check_vec_f16();
     return check_summary("test_kernels");
 }

@@ -228,8 +228,12 @@ static void expert_ffn(brigade_session *s, const bg_layer *L, int64_t expert, ui
     uint64_t e = shared ? 0 : (uint64_t)expert;
     const size_t n_embd = s->hp->n_embd, w = s->ff_width;
     bg_matrix mg = bg_matrix_of(g, e), mu = bg_matrix_of(u, e), md = bg_matrix_of(d, e);
-    bg_matmul(s->pool, &mg, s->gx, n_embd, s->ff_gate, w, n, s->xq);
-    bg_matmul(s->pool, &mu, s->gx, n_embd, s->ff_up, w, n, s->xq);
+    if (mg.type == mu.type && mg.n_in == mu.n_in && mg.n_out == mu.n_out) {
+        bg_matmul_pair(s->pool, &mg, &mu, s->gx, n_embd, s->ff_gate, s->ff_up, w, n, s->xq);
+    } else {
+        bg_matmul(s->pool, &mg, s->gx, n_embd, s->ff_gate, w, n, s->xq);
+        bg_matmul(s->pool, &mu, s->gx, n_embd, s->ff_up, w, n, s->xq);
+    }
     for (uint32_t r = 0; r < n; r++)
         bg_swiglu_row(s->ff_gate + r * w, s->ff_gate + r * w, s->ff_up + r * w,
                       (int64_t)mg.n_out);
@@ -239,19 +243,30 @@ static void expert_ffn(brigade_session *s, const bg_layer *L, int64_t expert, ui
 /* Softmax routing over all experts, the top k kept and renormalized; the
  * earlier expert wins a tie. An f32 router (as converters write it) takes
  * one bg_dot_f32 per expert, as llama.cpp's single-token product does. */
-static void route(brigade_session *s, const bg_layer *L, uint32_t i)
+typedef struct route_job {
+    brigade_session *s;
+    const bg_layer *L;
+} route_job;
+
+/* Routes token i (tokens are routed on the worker pool). */
+static void route_task(void *ctx, int64_t task, unsigned worker)
 {
+    (void)worker;
+    const route_job *j = ctx;
+    brigade_session *s = j->s;
+    const bg_layer *L = j->L;
+    const size_t i = (size_t)task;
     const bg_hparams *hp = s->hp;
-    float *p = s->router + (size_t)i * hp->n_expert;
+    float *p = s->router + i * hp->n_expert;
     const brigade_tensor_info *gate = L->t[BG_ROLE_FFN_GATE_INP];
     if (gate->type == BG_TYPE_F32) {
-        const float *xn = s->xn + (size_t)i * hp->n_embd;
+        const float *xn = s->xn + i * hp->n_embd;
         for (uint32_t e = 0; e < hp->n_expert; e++)
             p[e] = bg_dot_f32((const float *)gate->data + (size_t)e * hp->n_embd, xn,
                               (int64_t)hp->n_embd);
     }
-    int32_t *chosen = s->chosen + (size_t)i * hp->n_expert_used;
-    float *w = s->chosen_w + (size_t)i * hp->n_expert_used;
+    int32_t *chosen = s->chosen + i * hp->n_expert_used;
+    float *w = s->chosen_w + i * hp->n_expert_used;
     bg_softmax(p, hp->n_expert, 1.0f);
     double sum = 0; /* in double, rounded once, as ggml's sum_rows */
     for (uint32_t k = 0; k < hp->n_expert_used; k++) {
@@ -284,8 +299,8 @@ void bg_block_moe(brigade_session *s, uint32_t il)
     const size_t n_embd = hp->n_embd, K = hp->n_expert_used;
     if (L->t[BG_ROLE_FFN_GATE_INP]->type != BG_TYPE_F32)
         bg_project(s, L->t[BG_ROLE_FFN_GATE_INP], s->xn, n_embd, s->router, hp->n_expert);
-    for (uint32_t i = 0; i < s->n_tok; i++)
-        route(s, L, i);
+    route_job rj = {s, L};
+    run_tasks(s, s->n_tok, (uint64_t)s->n_tok * hp->n_expert * n_embd, route_task, &rj);
 
     for (uint32_t e = 0; e < hp->n_expert; e++) {
         uint32_t n = 0;

@@ -8,92 +8,143 @@
 #include "ops.h"
 #include "session.h"
 
-/* Gated DeltaNet for one token. Reads s->xn, writes s->out.
- *   qkv   = W_qkv x, convolved over the last conv_kernel tokens, silu
- *   q, k  = l2-normalized per key head, shared by value heads (tiled)
- *   beta  = sigmoid(W_beta x), decay g = softplus(W_alpha x + dt) * a
- *   M     = M * exp(g);  M += beta (v - M k) k^T;  o = M q / sqrt(d)
- *   out   = W_out (rmsnorm(o) * silu(z)), z = W_gate x */
-/* The recurrent part for token i of the micro-batch: convolution, the
- * delta-rule update of its sequence's state, and the gated norm, into
- * s->attn. */
-static void deltanet_token(brigade_session *s, const bg_layer *L, const bg_layer_state *st,
-                           uint32_t i)
-{
-    const bg_hparams *hp = s->hp;
-    const int64_t S = hp->ssm_state_size, Hk = hp->ssm_group_count, Hv = hp->ssm_time_step_rank;
-    const int64_t key_dim = S * Hk, conv_dim = 2 * key_dim + S * Hv;
-    const int64_t K = hp->ssm_conv_kernel;
-    float *qkv = s->q + i * s->q_width; /* [conv_dim] */
-    float *z = s->gate + i * s->a_width; /* [value_dim] */
-    const float *beta = s->heads + (size_t)i * 2 * Hv, *decay = beta + Hv;
-    float *conv = bg_seq_conv(s, st, s->tok_seq[i]), *ssm = bg_seq_ssm(s, st, s->tok_seq[i]);
-
-    /* causal depthwise convolution over [state | this token] (a chain of
-     * fused multiply-adds, as ggml's compiler builds its loop), then silu;
-     * the state keeps the last K-1 inputs */
-    const float *w = L->t[BG_ROLE_SSM_CONV1D]->data; /* [conv_dim][K] */
-    for (int64_t c = 0; c < conv_dim; c++) {
-        float *hist = conv + c * (K - 1);
-        const float *wc = w + c * K;
-        float acc = 0;
-        for (int64_t j = 0; j < K - 1; j++)
-            acc = fmaf(hist[j], wc[j], acc);
-        acc = fmaf(qkv[c], wc[K - 1], acc);
-        if (K > 1) {
-            memmove(hist, hist + 1, (size_t)(K - 2) * sizeof(float));
-            hist[K - 2] = qkv[c];
-        }
-        qkv[c] = acc;
-    }
-    bg_silu_row(qkv, qkv, conv_dim);
-    float *q = qkv, *k = qkv + key_dim, *v = qkv + 2 * key_dim;
-    for (int64_t h = 0; h < Hk; h++) {
-        bg_l2norm(q + h * S, S, hp->rms_eps);
-        bg_l2norm(k + h * S, S, hp->rms_eps);
-    }
-
-    const float scale = 1.0f / sqrtf((float)S);
-    float *o = s->attn + i * s->a_width; /* [Hv][S] */
-    for (int64_t h = 0; h < Hv; h++) {
-        float *M = ssm + h * S * S;
-        /* value heads share key heads by tiling, as llama.cpp repeats them */
-        const float *qh = q + (h % Hk) * S, *kh = k + (h % Hk) * S, *vh = v + h * S;
-        const float g = expf(decay[h]);
-        for (int64_t j = 0; j < S * S; j++)
-            M[j] *= g;
-        /* rows are independent: ggml's order (all of M k, the rank-one
-         * update, then M q) gives the same bits row by row */
-        for (int64_t r = 0; r < S; r++) {
-            float *row = M + r * S;
-            const float d = (vh[r] - bg_dot_f32(row, kh, S)) * beta[h];
-            bg_axpy(row, kh, d, S);
-            o[h * S + r] = bg_dot_f32(row, qh, S) * scale;
-        }
-    }
-    /* gated norm per value head */
-    const float *norm_w = L->t[BG_ROLE_SSM_NORM]->data;
-    for (int64_t h = 0; h < Hv; h++) {
-        bg_rmsnorm(o + h * S, o + h * S, norm_w, S, hp->rms_eps);
-        bg_silu_row(z + h * S, z + h * S, S);
-        for (int64_t j = 0; j < S; j++)
-            o[h * S + j] *= z[h * S + j];
-    }
-}
-
 /* Gated DeltaNet over the micro-batch. Reads s->xn, writes s->out.
  *   qkv   = W_qkv x, convolved over the last conv_kernel tokens, silu
  *   q, k  = l2-normalized per key head, shared by value heads (tiled)
  *   beta  = sigmoid(W_beta x), decay g = softplus(W_alpha x + dt) * a
  *   M     = M * exp(g);  M += beta (v - M k) k^T;  o = M q / sqrt(d)
  *   out   = W_out (rmsnorm(o) * silu(z)), z = W_gate x
- * The projections run for all tokens at once; the recurrence in order. */
+ * The projections run for all tokens at once. The recurrent parts run on
+ * the worker pool, each task over every token in order: the convolution
+ * split by channel, the delta rule by value head (heads do not interact),
+ * then the norms by token. Each value gets the same arithmetic in every
+ * split, so batched and token-by-token results are equal. */
+typedef struct deltanet_job {
+    brigade_session *s;
+    const bg_layer *L;
+    const bg_layer_state *st;
+} deltanet_job;
+
+enum { CONV_CHANNELS_PER_TASK = 256 };
+
+/* Causal depthwise convolution of channels [c0, c1) over [state | token],
+ * token by token (a chain of fused multiply-adds, as ggml's compiler builds
+ * its loop); each sequence's state keeps its last K-1 inputs. */
+static void conv_task(void *ctx, int64_t task, unsigned worker)
+{
+    (void)worker;
+    const deltanet_job *j = ctx;
+    brigade_session *s = j->s;
+    const bg_hparams *hp = s->hp;
+    const int64_t S = hp->ssm_state_size, Hk = hp->ssm_group_count, Hv = hp->ssm_time_step_rank;
+    const int64_t conv_dim = 2 * S * Hk + S * Hv, K = hp->ssm_conv_kernel;
+    const int64_t c0 = task * CONV_CHANNELS_PER_TASK;
+    const int64_t c1 = c0 + CONV_CHANNELS_PER_TASK < conv_dim ? c0 + CONV_CHANNELS_PER_TASK : conv_dim;
+    const float *w = j->L->t[BG_ROLE_SSM_CONV1D]->data; /* [conv_dim][K] */
+    for (uint32_t i = 0; i < s->n_tok; i++) {
+        float *qkv = s->q + i * s->q_width; /* [conv_dim] */
+        float *conv = bg_seq_conv(s, j->st, s->tok_seq[i]);
+        for (int64_t c = c0; c < c1; c++) {
+            float *hist = conv + c * (K - 1);
+            const float *wc = w + c * K;
+            float acc = 0;
+            for (int64_t k = 0; k < K - 1; k++)
+                acc = fmaf(hist[k], wc[k], acc);
+            acc = fmaf(qkv[c], wc[K - 1], acc);
+            if (K > 1) {
+                memmove(hist, hist + 1, (size_t)(K - 2) * sizeof(float));
+                hist[K - 2] = qkv[c];
+            }
+            qkv[c] = acc;
+        }
+    }
+}
+
+/* Token i's convolved q, k, v: silu, then q and k l2-normalized per key head. */
+static void qk_norm_task(void *ctx, int64_t task, unsigned worker)
+{
+    (void)worker;
+    const deltanet_job *j = ctx;
+    const brigade_session *s = j->s;
+    const bg_hparams *hp = s->hp;
+    const int64_t S = hp->ssm_state_size, Hk = hp->ssm_group_count, Hv = hp->ssm_time_step_rank;
+    const int64_t key_dim = S * Hk, conv_dim = 2 * key_dim + S * Hv;
+    float *qkv = s->q + task * s->q_width;
+    bg_silu_row(qkv, qkv, conv_dim);
+    for (int64_t h = 0; h < Hk; h++) {
+        bg_l2norm(qkv + h * S, S, hp->rms_eps);
+        bg_l2norm(qkv + key_dim + h * S, S, hp->rms_eps);
+    }
+}
+
+/* Value head h's delta rule over every token of the micro-batch, in order,
+ * each token on its sequence's state; o = M q / sqrt(S) into s->attn. */
+static void head_task(void *ctx, int64_t task, unsigned worker)
+{
+    (void)worker;
+    const deltanet_job *j = ctx;
+    const brigade_session *s = j->s;
+    const bg_hparams *hp = s->hp;
+    const int64_t S = hp->ssm_state_size, Hk = hp->ssm_group_count, Hv = hp->ssm_time_step_rank;
+    const int64_t key_dim = S * Hk, h = task;
+    const float scale = 1.0f / sqrtf((float)S);
+    for (uint32_t i = 0; i < s->n_tok; i++) {
+        const float *qkv = s->q + i * s->q_width;
+        /* value heads share key heads by tiling, as llama.cpp repeats them */
+        const float *qh = qkv + (h % Hk) * S, *kh = qkv + key_dim + (h % Hk) * S;
+        const float *vh = qkv + 2 * key_dim + h * S;
+        const float *beta = s->heads + (size_t)i * 2 * Hv, *decay = beta + Hv;
+        float *M = bg_seq_ssm(s, j->st, s->tok_seq[i]) + h * S * S;
+        float *o = s->attn + i * s->a_width + h * S;
+        const float g = expf(decay[h]);
+        for (int64_t e = 0; e < S * S; e++)
+            M[e] *= g;
+        /* rows are independent: ggml's order (all of M k, the rank-one
+         * update, then M q) gives the same bits row by row */
+        for (int64_t r = 0; r < S; r++) {
+            float *row = M + r * S;
+            const float d = (vh[r] - bg_dot_f32(row, kh, S)) * beta[h];
+            bg_axpy(row, kh, d, S);
+            o[r] = bg_dot_f32(row, qh, S) * scale;
+        }
+    }
+}
+
+/* Token i's gated norm per value head: rmsnorm(o) * silu(z). */
+static void gated_norm_task(void *ctx, int64_t task, unsigned worker)
+{
+    (void)worker;
+    const deltanet_job *j = ctx;
+    const brigade_session *s = j->s;
+    const bg_hparams *hp = s->hp;
+    const int64_t S = hp->ssm_state_size, Hv = hp->ssm_time_step_rank;
+    const float *norm_w = j->L->t[BG_ROLE_SSM_NORM]->data;
+    float *o = s->attn + task * s->a_width;
+    float *z = s->gate + task * s->a_width;
+    for (int64_t h = 0; h < Hv; h++) {
+        bg_rmsnorm(o + h * S, o + h * S, norm_w, S, hp->rms_eps);
+        bg_silu_row(z + h * S, z + h * S, S);
+        for (int64_t e = 0; e < S; e++)
+            o[h * S + e] *= z[h * S + e];
+    }
+}
+
+/* fn over n tasks, on the pool where there is one and more than one task. */
+static void run_tasks(brigade_session *s, int64_t n, bg_pool_fn fn, void *ctx)
+{
+    if (s->pool && n > 1)
+        bg_pool_run(s->pool, n, fn, ctx);
+    else
+        for (int64_t t = 0; t < n; t++)
+            fn(ctx, t, 0);
+}
+
 static void deltanet(brigade_session *s, uint32_t il)
 {
     const bg_hparams *hp = s->hp;
     const bg_layer *L = &s->model->layers[il];
-    const bg_layer_state *st = &s->layers[il];
     const size_t Hv = hp->ssm_time_step_rank, n_embd = hp->n_embd;
+    const int64_t S = hp->ssm_state_size, conv_dim = 2 * S * hp->ssm_group_count + S * (int64_t)Hv;
     bg_project(s, L->t[BG_ROLE_SSM_QKV], s->xn, n_embd, s->q, s->q_width);
     bg_project(s, L->t[BG_ROLE_SSM_GATE], s->xn, n_embd, s->gate, s->a_width);
     bg_project(s, L->t[BG_ROLE_SSM_BETA], s->xn, n_embd, s->heads, 2 * Hv);
@@ -106,8 +157,11 @@ static void deltanet(brigade_session *s, uint32_t il)
             alpha[h] = bg_softplus(alpha[h] + dt[h]) * a[h]; /* now the log-decay */
         }
     }
-    for (uint32_t i = 0; i < s->n_tok; i++)
-        deltanet_token(s, L, st, i);
+    deltanet_job j = {s, L, &s->layers[il]};
+    run_tasks(s, (conv_dim + CONV_CHANNELS_PER_TASK - 1) / CONV_CHANNELS_PER_TASK, conv_task, &j);
+    run_tasks(s, s->n_tok, qk_norm_task, &j);
+    run_tasks(s, (int64_t)Hv, head_task, &j);
+    run_tasks(s, s->n_tok, gated_norm_task, &j);
     bg_project(s, L->t[BG_ROLE_SSM_OUT], s->attn, s->a_width, s->out, n_embd);
 }
 
