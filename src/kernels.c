@@ -35,11 +35,8 @@ static bool cpu_has_avx512(void)
 static bg_dot_fn avx512_dot(bg_type type)
 {
     switch (type) {
-    case BG_TYPE_Q8_0: return bg_dot_q8_0_avx512;
-    case BG_TYPE_Q4_0: return bg_dot_q4_0_avx512;
     case BG_TYPE_Q4_K: return bg_dot_q4_K_avx512;
     case BG_TYPE_Q5_K: return bg_dot_q5_K_avx512;
-    case BG_TYPE_Q5_0: return bg_dot_q5_0_avx512;
     case BG_TYPE_Q6_K: return bg_dot_q6_K_avx512;
     default: return NULL;
     }

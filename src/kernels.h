@@ -73,11 +73,8 @@ void bg_dot_multi_q5_K_avx512(int64_t n, const void *w, const void *a, size_t a_
                               float *out);
 void bg_dot_multi_q6_K_avx512(int64_t n, const void *w, const void *a, size_t a_stride, int na,
                               float *out);
-float bg_dot_q8_0_avx512(int64_t n, const void *w, const void *a);
-float bg_dot_q4_0_avx512(int64_t n, const void *w, const void *a);
 float bg_dot_q4_K_avx512(int64_t n, const void *w, const void *a);
 float bg_dot_q5_K_avx512(int64_t n, const void *w, const void *a);
-float bg_dot_q5_0_avx512(int64_t n, const void *w, const void *a);
 float bg_dot_q6_K_avx512(int64_t n, const void *w, const void *a);
 #endif
 

@@ -1,30 +1,25 @@
-/* AVX-512 (F, BW, VL, DQ) + VNNI dot products of the formats that dominate
- * real files: Q4_K, Q5_K, Q6_K against Q8_K activations; Q8_0, Q4_0, Q5_0
- * against Q8_0. (IQ4_NL keeps its AVX2 kernel, which is bitwise llama.cpp's.)
- * The dispatcher (kernels.c) prefers them to the
- * AVX2 kernels only on CPUs with all of these extensions (and AVX2, FMA,
- * F16C, which the tails borrow), and lists only those that measured faster
- * (bench/kernel_speed; Q4_1, Q5_1, IQ4_XS and the float formats did not
- * get one).
+/* AVX-512 (F, BW, VL, DQ) + VNNI dot products of the K-quants that
+ * dominate real files: Q4_K, Q5_K, Q6_K against Q8_K activations, single
+ * and multi-row. The dispatcher (kernels.c) prefers them to the AVX2
+ * kernels only on CPUs with all of these extensions (and AVX2, FMA, F16C,
+ * which the tails borrow). The 32-element formats keep their AVX2 kernels:
+ * those follow llama.cpp's vec_dot block order (one accumulator), which
+ * pairing blocks in 512-bit registers would change.
  *
  * What AVX-512 buys here:
- * - VNNI. vpdpbusd multiplies u8 by s8 and adds four products into s32 in
- *   one instruction (AVX2: maddubs + madd); vpdpwssd multiplies s16 pairs
- *   into an s32 accumulator (AVX2: madd + add). Integer sums stay exact.
- * - Masks: the fifth bits of Q5_0 are the 32-bit qh word itself as a lane
- *   mask, the Q8_0 weights' signs a mask for a subtract from zero (there
- *   is no vpsignb in AVX-512); half-register shifts are masked shifts.
+ * - VNNI. vpdpwssd multiplies s16 pairs into an s32 accumulator (AVX2:
+ *   madd + add). Integer sums stay exact.
+ * - Half-register shifts are masked shifts.
  * - 512-bit registers where they pay: Q6_K (64 contiguous ql bytes give
  *   two 64-element registers in activation order; one group of 16 per
- *   128-bit lane, scales spread with vpermw) and the 32-element formats
- *   (two blocks a register). Q4_K/Q5_K stay at 256 bits with VNNI: at 512
- *   the core issues vector uops to two ports instead of three and these
+ *   128-bit lane, scales spread with vpermw), and the multi-row dots, where
+ *   decoding is shared and a chunk's two groups meet 64 activations at
+ *   once. The single Q4_K/Q5_K dots stay at 256 bits with VNNI: at 512 the
+ *   core issues vector uops to two ports instead of three and these
  *   kernels, bound by shifts, shuffles and multiplies, ran no faster.
  *
  * Range checks as in the AVX2 kernels: maddubs pairs <= 2 * 63 * 128 (Q6_K)
- * fit s16, a super-block's scaled sum < 2^31; vpdpbusd sums cannot
- * overflow s32 for 32-element blocks. Q8_0 activations are in [-127, 127]
- * (what the Q8_0 quantizers give), so negating them is exact.
+ * fit s16, a super-block's scaled sum < 2^31.
  *
  * Loads are unaligned throughout (tensors are mmapped at any offset). */
 #include "kernels.h"
@@ -304,130 +299,4 @@ BG_AVX512 void bg_dot_multi_q6_K_avx512(int64_t n, const void *w, const void *a,
         out[t] = kq_hsum(acc[t]);
 }
 
-/* ------------------------------------------------------------------------
- * The 32-element formats against Q8_0: two blocks a register
- * ------------------------------------------------------------------------ */
-
-/* Exact integer dots of two blocks (16 s32 lanes, eight per block). */
-typedef __m512i (*pair_isum_fn)(const uint8_t *w0, const uint8_t *w1, __m512i y);
-
-BG_AVX512 static inline __m512i pair_q8_0(const uint8_t *w0, const uint8_t *w1, __m512i y)
-{
-    const size_t qs = offsetof(bg_block_q8_0, qs);
-    const __m512i x = load_pair256(w0 + qs, w1 + qs);
-    /* |x| (128 for -128, read unsigned) against y with x's sign: exact
-     * for activations in [-127, 127], as the AVX2 kernel */
-    const __m512i ys = _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(x), _mm512_setzero_si512(), y);
-    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(x), ys);
-}
-
-/* Sum of (codes - bias) * y for unsigned codes: vpdpbusd of the codes,
- * minus vpdpbusd of the bias (exact, any y). */
-BG_AVX512 static inline __m512i dot_biased(__m512i codes, __m512i y, char bias)
-{
-    const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, y);
-    const __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(bias), y);
-    return _mm512_sub_epi32(dot, sum);
-}
-
-/* The 16 nibble bytes of two blocks as 64 codes 0..15 in activation order:
- * each block's bytes twice (a broadcast load), the second copy shifted. */
-BG_AVX512 static inline __m512i nibbles_pair(const uint8_t *qs0, const uint8_t *qs1)
-{
-    const __m512i q2 = _mm512_inserti64x4(
-        _mm512_castsi256_si512(
-            _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)qs0))),
-        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)qs1)), 1);
-    return _mm512_and_si512(_mm512_mask_srli_epi16(q2, 0xFF00FF00u, q2, 4),
-                            _mm512_set1_epi8(0x0F));
-}
-
-BG_AVX512 static inline __m512i pair_q4_0(const uint8_t *w0, const uint8_t *w1, __m512i y)
-{
-    const size_t qs = offsetof(bg_block_q4_0, qs);
-    return dot_biased(nibbles_pair(w0 + qs, w1 + qs), y, 8);
-}
-
-/* Bit 4 of the codes comes from the blocks' 32-bit qh words, which are
- * the mask of the lanes to add 16 to. */
-BG_AVX512 static inline __m512i pair_q5_0(const uint8_t *w0, const uint8_t *w1, __m512i y)
-{
-    const size_t qs = offsetof(bg_block_q5_0, qs), qh = offsetof(bg_block_q5_0, qh);
-    uint32_t h0, h1;
-    memcpy(&h0, w0 + qh, 4), memcpy(&h1, w1 + qh, 4);
-    const __m512i lo = nibbles_pair(w0 + qs, w1 + qs);
-    const __m512i q = _mm512_mask_add_epi8(lo, _cvtu64_mask64(h0 | (uint64_t)h1 << 32), lo,
-                                           _mm512_set1_epi8(16));
-    return dot_biased(q, y, 16);
-}
-
-/* d_w * d_a of blocks 0 and 1 (fp16 d first in each), each over eight
- * lanes: 32-bit loads of the two d of an operand, interleaved, convert in
- * one instruction. */
-BG_AVX512 static inline __m128i halves_pair(const uint8_t *p0, const uint8_t *p1)
-{
-    int32_t v0, v1;
-    memcpy(&v0, p0, sizeof v0);
-    memcpy(&v1, p1, sizeof v1);
-    return _mm_unpacklo_epi16(_mm_cvtsi32_si128(v0), _mm_cvtsi32_si128(v1));
-}
-
-BG_AVX512 static inline __m512 scales_pair(const uint8_t *w0, const uint8_t *w1,
-                                           const uint8_t *a0, const uint8_t *a1)
-{
-    const __m128 s = _mm_mul_ps(_mm_cvtph_ps(halves_pair(w0, w1)),
-                                _mm_cvtph_ps(halves_pair(a0, a1)));
-    const __m512i idx = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
-    return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(s));
-}
-
-/* acc + the dot of blocks 0 and 1 at wb (weights) and ab (Q8_0). */
-BG_AVX512 static inline __m512 pair_step(pair_isum_fn isum, int wbytes, const uint8_t *wb,
-                                         const uint8_t *ab, __m512 acc)
-{
-    const int abytes = (int)sizeof(bg_block_q8_0);
-    const size_t qs = offsetof(bg_block_q8_0, qs);
-    const __m512i y = load_pair256(ab + qs, ab + abytes + qs);
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum(wb, wb + wbytes, y)),
-                           scales_pair(wb, wb + wbytes, ab, ab + abytes), acc);
-}
-
-/* Four blocks a step into two accumulators, then a last pair; an odd last
- * block goes to the AVX2 kernel. */
-BG_AVX512 static inline float dot_vs_q8_0_512(pair_isum_fn isum, bg_dot_fn tail, int wbytes,
-                                              int64_t n, const void *w, const void *a)
-{
-    const uint8_t *wb = w, *ab = a;
-    const int abytes = (int)sizeof(bg_block_q8_0);
-    const int64_t nb = n / BG_QK;
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    int64_t b = 0;
-    for (; b + 4 <= nb; b += 4, wb += 4 * wbytes, ab += 4 * abytes) {
-        acc0 = pair_step(isum, wbytes, wb, ab, acc0);
-        acc1 = pair_step(isum, wbytes, wb + 2 * wbytes, ab + 2 * abytes, acc1);
-    }
-    if (b + 2 <= nb) {
-        acc0 = pair_step(isum, wbytes, wb, ab, acc0);
-        b += 2, wb += 2 * wbytes, ab += 2 * abytes;
-    }
-    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-    if (b < nb)
-        sum += tail(BG_QK, wb, ab);
-    return sum;
-}
-
-BG_AVX512 float bg_dot_q8_0_avx512(int64_t n, const void *w, const void *a)
-{
-    return dot_vs_q8_0_512(pair_q8_0, bg_dot_q8_0_avx2, (int)sizeof(bg_block_q8_0), n, w, a);
-}
-
-BG_AVX512 float bg_dot_q4_0_avx512(int64_t n, const void *w, const void *a)
-{
-    return dot_vs_q8_0_512(pair_q4_0, bg_dot_q4_0_avx2, (int)sizeof(bg_block_q4_0), n, w, a);
-}
-
-BG_AVX512 float bg_dot_q5_0_avx512(int64_t n, const void *w, const void *a)
-{
-    return dot_vs_q8_0_512(pair_q5_0, bg_dot_q5_0_avx2, (int)sizeof(bg_block_q5_0), n, w, a);
-}
 #endif

@@ -270,19 +270,32 @@ static inline AVX2 float dot_vs_q8_0(block_isum_fn isum, size_t wbytes, int64_t 
     return hsum_ps(_mm256_add_ps(acc0, acc1));
 }
 
+/* The same with one accumulator, block after block: llama.cpp's vec_dot
+ * order for Q8_0, Q4_0 and Q5_0 (its IQ4_NL alternates two), so the
+ * results are its bits. */
+static inline AVX2 float dot_vs_q8_0_in_order(block_isum_fn isum, size_t wbytes, int64_t n,
+                                              const void *w, const void *a)
+{
+    const uint8_t *wb = w, *ab = a;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / BG_QK; b++, wb += wbytes, ab += sizeof(bg_block_q8_0))
+        acc = q8_0_block(isum, wb, ab, acc);
+    return hsum_ps(acc);
+}
+
 AVX2 float bg_dot_q8_0_avx2(int64_t n, const void *w, const void *a)
 {
-    return dot_vs_q8_0(isum_q8_0, sizeof(bg_block_q8_0), n, w, a);
+    return dot_vs_q8_0_in_order(isum_q8_0, sizeof(bg_block_q8_0), n, w, a);
 }
 
 AVX2 float bg_dot_q4_0_avx2(int64_t n, const void *w, const void *a)
 {
-    return dot_vs_q8_0(isum_q4_0, sizeof(bg_block_q4_0), n, w, a);
+    return dot_vs_q8_0_in_order(isum_q4_0, sizeof(bg_block_q4_0), n, w, a);
 }
 
 AVX2 float bg_dot_q5_0_avx2(int64_t n, const void *w, const void *a)
 {
-    return dot_vs_q8_0(isum_q5_0, sizeof(bg_block_q5_0), n, w, a);
+    return dot_vs_q8_0_in_order(isum_q5_0, sizeof(bg_block_q5_0), n, w, a);
 }
 
 AVX2 float bg_dot_iq4_nl_avx2(int64_t n, const void *w, const void *a)

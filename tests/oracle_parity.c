@@ -6,27 +6,22 @@
  *
  * Float weights: the engine issue's bounds, f32 NMSE <= 1e-5, f16/bf16
  * <= 1e-4, argmax >= 99%, in both modes.
- * Quantized weights (every expert active): the issue's target is NMSE
- * <= 1e-4 and argmax >= 98% token by token. The float operations between
- * the matrix products compute what ggml's do, bit for bit (src/ops.h: its
+ * Quantized weights (every expert active): the issue's bound, NMSE <= 1e-4
+ * and argmax >= 98% token by token. The float operations between the
+ * matrix products compute what ggml's do, bit for bit (src/ops.h: its
  * vector exp in silu, swiglu and softmax, its f32 dot and multiply-add
  * order in the router, shared-expert gate and DeltaNet, fused
  * multiply-adds in the convolution and rope, the expert-weight sum in
- * double), and the K-quant, Q6_K and IQ4_NL dot products are bitwise
- * llama.cpp's (tests/oracle_kernels.c): qwen35moe with those formats lands
- * at 0 to 1e-14. Two differences remain. The dot kernels of q4_0, q4_1,
- * q5_0, q5_1, q8_0 and iq4_xs do not sum in the order of the vec_dot
- * llama.cpp runs token by token (they were fitted to its batched,
- * llamafile products; oracle_kernels only reports them); and for
- * an f32 KV cache llama.cpp attends without flash attention (a full
- * softmax of its vector exp, then V^T p as f32 dots) while brigade runs
- * the flash-attention arithmetic (qwen3moe q4_K/q5_K 7.9e-5/9.1e-5). A
- * last-bit difference moves an activation across an 8-bit rounding tie,
- * which four random layers amplify to 1e-5..1.5e-4 and argmax 96.9%
- * (q5_0 on qwen3moe). With both changed, every K-quant and IQ4_NL case is
- * bitwise equal (measured). Until then the asserted bound is the
- * provisional QUANT_NMSE = 3e-4 and argmax >= 96%, an open item of the
- * engine issue reported in its notes, not a silent loosening. */
+ * double); an f32 KV cache is attended as llama.cpp does without flash
+ * attention (full softmax, then V^T p as f32 dots); the dot products of
+ * q8_0, q4_0, q5_0, iq4_nl and the K-quants are bitwise llama.cpp's vec_dot
+ * (tests/oracle_kernels.c). Those cases land at NMSE 0 on this machine.
+ * The dot kernels of q4_1, q5_1 and iq4_xs, formats beyond the issue's
+ * list, still sum in another order (llama.cpp's batched one): a last-bit
+ * difference that moves an activation across an 8-bit rounding tie grows
+ * through the layers to NMSE 1.2e-4..1.5e-4 (measured), so they are held to
+ * EXTRA_NMSE = 3e-4 and argmax >= 96% until their kernels follow vec_dot
+ * too. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,8 +35,10 @@
 #include "llama.h"
 
 enum { N_TOKENS = 64 };
-#define QUANT_NMSE 3e-4
-#define QUANT_ARGMAX 0.96
+#define QUANT_NMSE 1e-4
+#define QUANT_ARGMAX 0.98
+#define EXTRA_NMSE 3e-4
+#define EXTRA_ARGMAX 0.96
 
 /* llama.cpp logits for every position; batched = one decode call. */
 static float *oracle_logits(const char *path, const int32_t *tokens, int n, bool batched,
@@ -313,11 +310,16 @@ int main(void)
     static const struct {
         const char *name;
         uint32_t id;
-    } quant[] = {{"q8_0", 8},  {"q4_0", 2},  {"q4_1", 3},    {"q5_0", 6},    {"q5_1", 7},
-                 {"q4_K", 12}, {"q5_K", 13}, {"q6_K", 14},   {"iq4_nl", 20}, {"iq4_xs", 23}};
+        bool extra; /* beyond the issue's list: EXTRA_NMSE (see the top) */
+    } quant[] = {{"q8_0", 8, false},  {"q4_0", 2, false},   {"q4_1", 3, true},
+                 {"q5_0", 6, false},  {"q5_1", 7, true},    {"q4_K", 12, false},
+                 {"q5_K", 13, false}, {"q6_K", 14, false},  {"iq4_nl", 20, false},
+                 {"iq4_xs", 23, true}};
     for (int p = 0; p < 2; p++)
         for (size_t t = 0; t < sizeof quant / sizeof *quant; t++)
-            parity(presets[p], quant[t].name, quant[t].id, 8, 0, QUANT_NMSE, QUANT_ARGMAX);
+            parity(presets[p], quant[t].name, quant[t].id, 8, 0,
+                   quant[t].extra ? EXTRA_NMSE : QUANT_NMSE,
+                   quant[t].extra ? EXTRA_ARGMAX : QUANT_ARGMAX);
     /* The mix people download: Q4_K_M's tensor types (Q6_K output, Q6_K
      * for half of ffn_down and attn_v/attn_qkv, Q8_0 attn_k/attn_v for 8
      * experts), as llama.cpp's quantizer assigns them. */

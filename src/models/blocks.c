@@ -49,6 +49,33 @@ typedef struct attn_job {
 /* The largest head_dim hparams.c accepts. */
 #define MAX_HEAD_DIM 4096
 
+/* Positions up to which f32 caches take llama.cpp's plain attention
+ * (attend_head_f32): its two rows of scratch live on the stack. */
+#define MAX_PLAIN_POSITIONS 32768
+
+/* One head's attention over positions 0..pos with f32 K and V caches, as
+ * llama.cpp computes it (it runs no flash attention on f32 caches): scores
+ * q . k, the positions padded to a multiple of 64 with -inf (its masked,
+ * padded cache), softmax with the scale, then each output dimension the
+ * dot of its V column with the probabilities. */
+static void attend_head_f32(const attn_job *j, const uint8_t *k_cache, const uint8_t *v_cache,
+                            const float *q, int64_t kvh, uint32_t pos, float *out)
+{
+    const brigade_session *s = j->s;
+    const int64_t D = s->hp->head_dim, n = (int64_t)pos + 1, npad = (n + 63) & ~(int64_t)63;
+    float p[MAX_PLAIN_POSITIONS], col[MAX_PLAIN_POSITIONS];
+    for (int64_t t = 0; t < n; t++)
+        p[t] = bg_dot_f32((const float *)(const void *)(k_cache + t * s->k_row_bytes) + kvh * D, q, D);
+    for (int64_t t = n; t < npad; t++)
+        p[t] = -INFINITY, col[t] = 0.0f;
+    bg_softmax(p, npad, j->scale);
+    for (int64_t d = 0; d < D; d++) {
+        for (int64_t t = 0; t < n; t++)
+            col[t] = ((const float *)(const void *)(v_cache + t * s->v_row_bytes))[kvh * D + d];
+        out[d] = bg_dot_f32(col, p, npad);
+    }
+}
+
 /* One head's attention over positions 0..pos of a sequence's cache, with the
  * arithmetic of llama.cpp's CPU flash attention: the query already in the
  * K type's dot format, scores s = (q . k) * scale, an online softmax, and V
@@ -58,6 +85,10 @@ static void attend_head(const attn_job *j, const uint8_t *k_cache, const uint8_t
 {
     const brigade_session *s = j->s;
     const int64_t D = s->hp->head_dim;
+    if (s->type_k == BG_TYPE_F32 && s->type_v == BG_TYPE_F32 && pos < MAX_PLAIN_POSITIONS) {
+        attend_head_f32(j, k_cache, v_cache, (const float *)(const void *)qx, kvh, pos, out);
+        return;
+    }
     const bg_quant_ops *vops = bg_quant_ops_get((bg_type)s->type_v);
     const bg_dot_fn kdot = bg_kernel_dot((bg_type)s->type_k);
     const bool f16_acc = s->type_v == BG_TYPE_F16;
