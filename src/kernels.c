@@ -140,6 +140,8 @@ static void choose_all(void)
         for (int t = 0; t < BG_TYPE_COUNT; t++)
             if (chosen[t] && chosen[t] == avx512_dot((bg_type)t))
                 chosen_multi[t] = avx512_dot_multi((bg_type)t);
+    if (cpu_has_avx2() && chosen[BG_TYPE_Q8_0] == bg_dot_q8_0_avx2)
+        chosen_multi[BG_TYPE_Q8_0] = bg_dot_multi_q8_0_avx2;
     if (cpu_has_avx2()) {
         vec.mad_f16 = bg_vec_mad_f16_avx2;
         vec.scale_f16 = bg_vec_scale_f16_avx2;

@@ -283,6 +283,33 @@ static inline AVX2 float dot_vs_q8_0_in_order(block_isum_fn isum, size_t wbytes,
     return hsum_ps(acc);
 }
 
+/* Q8_0 weights against several activation rows (BG_DOT_MULTI at most): a
+ * block's |w| is loaded once for all rows, each row then takes
+ * q8_0_block's steps in block order, so each result is bitwise the single
+ * dot's. */
+AVX2 void bg_dot_multi_q8_0_avx2(int64_t n, const void *w, const void *a, size_t a_stride,
+                                 int na, float *out)
+{
+    const uint8_t *wb = w;
+    __m256 acc[BG_DOT_MULTI];
+    for (int t = 0; t < na; t++)
+        acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / BG_QK; b++, wb += sizeof(bg_block_q8_0)) {
+        const __m256i x = load_i8x32(wb + offsetof(bg_block_q8_0, qs));
+        const __m256i ax = _mm256_abs_epi8(x);
+        const __m128 wd = load_f16x2(wb);
+        for (int t = 0; t < na; t++) {
+            const uint8_t *ab = (const uint8_t *)a + t * a_stride + b * sizeof(bg_block_q8_0);
+            const __m128 scale = _mm_mul_ps(wd, load_f16x2(ab));
+            const __m256i y = load_i8x32(ab + offsetof(bg_block_q8_0, qs));
+            const __m256i isum = dot_u8_i8(ax, _mm256_sign_epi8(y, x));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_broadcastss_ps(scale), acc[t]);
+        }
+    }
+    for (int t = 0; t < na; t++)
+        out[t] = hsum_ps(acc[t]);
+}
+
 AVX2 float bg_dot_q8_0_avx2(int64_t n, const void *w, const void *a)
 {
     return dot_vs_q8_0_in_order(isum_q8_0, sizeof(bg_block_q8_0), n, w, a);
