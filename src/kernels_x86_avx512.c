@@ -51,12 +51,6 @@ BG_AVX512 static inline __m512i load_twice256(const void *p)
     return _mm512_broadcast_i64x4(loadu256(p));
 }
 
-/* 32 bytes from p0 (low half) and p1 (high half). */
-BG_AVX512 static inline __m512i load_pair256(const void *p0, const void *p1)
-{
-    return _mm512_inserti64x4(_mm512_castsi256_si512(loadu256(p0)), loadu256(p1), 1);
-}
-
 /* The 16 s32 lanes of v folded to 8 (lane i + lane i + 8). */
 BG_AVX512 static inline __m256i fold512(__m512i v)
 {
