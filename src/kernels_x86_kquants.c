@@ -227,27 +227,18 @@ BG_AVX2 static inline __m256i iq4_xs_scales(const bg_block_iq4_xs *x)
     return _mm256_permute4x64_epi64(_mm256_packs_epi32(ls, ls), 0x88);
 }
 
-/* Groups of 32, each 16 bytes: low nibbles elements 0-15, high 16-31. The
- * 32 bytes at qs cover groups 2p and 2p + 1 and its nibble planes hold
- * (2p: 0-15 | 2p+1: 0-15) and (2p: 16-31 | 2p+1: 16-31), one group per
- * lane; the activations are gathered to match with two 16-byte loads per
- * register (vinserti128 from memory), and each lane takes its group's scale
- * (ctl = CTL_PAIR(2p)). The codebook lookup is one pshufb per plane. */
-BG_AVX2 static inline __m256i iq4_xs_pair(const uint8_t *qs, const int8_t *act, __m256i book,
-                                          __m256i sc, __m256i ctl)
+/* Group g of 32 (16 bytes at qs + 16g: low nibbles elements 0-15, high
+ * 16-31) as its 32 codebook values in element order. */
+BG_AVX2 static inline __m256i iq4_xs_group(const uint8_t *qs, __m256i book)
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m256i q = loadu256(qs);
-    const __m256i wlo = _mm256_shuffle_epi8(book, _mm256_and_si256(q, m4));
-    const __m256i whi = _mm256_shuffle_epi8(book, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
-    const __m256i alo =
-        _mm256_inserti128_si256(_mm256_castsi128_si256(loadu128(act)), loadu128(act + 32), 1);
-    const __m256i ahi =
-        _mm256_inserti128_si256(_mm256_castsi128_si256(loadu128(act + 16)), loadu128(act + 48), 1);
-    const __m256i s = pick_scale(sc, ctl);
-    return _mm256_add_epi32(dot32_s(wlo, alo, s), dot32_s(whi, ahi, s));
+    const __m128i v = loadu128(qs);
+    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(v, 4), v);
+    return _mm256_shuffle_epi8(book, _mm256_and_si256(both, _mm256_set1_epi8(0x0F)));
 }
 
+/* As llama.cpp's vec_dot, so the results are its bits: lane l of each
+ * group sums elements 4l..4l+3 times the group's scale, the groups add up
+ * exactly in int32, and each super-block is one fused multiply-add. */
 BG_AVX2 float bg_dot_iq4_xs_avx2(int64_t n, const void *w, const void *a)
 {
     const bg_block_iq4_xs *x = w;
@@ -256,11 +247,11 @@ BG_AVX2 float bg_dot_iq4_xs_avx2(int64_t n, const void *w, const void *a)
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / BG_QK_K; b++, x++, y++) {
         const __m256i sc = iq4_xs_scales(x);
-        const __m256i s0 = iq4_xs_pair(x->qs, y->qs, book, sc, CTL_PAIR(0));
-        const __m256i s1 = iq4_xs_pair(x->qs + 32, y->qs + 64, book, sc, CTL_PAIR(2));
-        const __m256i s2 = iq4_xs_pair(x->qs + 64, y->qs + 128, book, sc, CTL_PAIR(4));
-        const __m256i s3 = iq4_xs_pair(x->qs + 96, y->qs + 192, book, sc, CTL_PAIR(6));
-        const __m256i isum = _mm256_add_epi32(_mm256_add_epi32(s0, s1), _mm256_add_epi32(s2, s3));
+        __m256i isum = _mm256_setzero_si256();
+        for (int g = 0; g < 8; g++)
+            isum = _mm256_add_epi32(isum, dot32_s(iq4_xs_group(x->qs + 16 * g, book),
+                                                  loadu256(y->qs + 32 * g),
+                                                  pick_scale(sc, CTL_SAME(g))));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
                               _mm256_set1_ps(y->d * kq_load_f16(&x->d)), acc);
     }

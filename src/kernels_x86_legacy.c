@@ -6,10 +6,11 @@
  * uint8) lanes in activation order, multiplied with the activation codes
  * and summed exactly in int32 (|sum| <= 32 * 128 * 128 = 2^19, so its
  * conversion to float is exact too); the block sum is then scaled by
- * d_w * d_a and accumulated with float FMAs. Two blocks per iteration go to
- * two accumulators, so consecutive FMAs do not wait on each other. The min
- * terms of Q4_1/Q5_1 (m * s, one float product per block) are summed in
- * double, so only their products round.
+ * d_w * d_a and accumulated with float FMAs, in the order of llama.cpp's
+ * vec_dot so that the results are its bits (tests/oracle_kernels.c): one
+ * accumulator block after block for Q8_0, Q4_0, Q5_0, Q4_1 and Q5_1 (whose
+ * min terms m * s go to one fused float running sum), two alternating for
+ * IQ4_NL.
  *
  * Float formats: four 8-lane FMA accumulators; a tail of fewer than 8 (BF16:
  * 16) elements is copied into a zero-padded buffer and processed as one
@@ -347,38 +348,27 @@ static inline AVX2 __m256i isum_q5_1(const uint8_t *wb, __m256i y)
     return dot_u8_i8(_mm256_or_si256(q, _mm256_and_si256(high, _mm256_set1_epi8(16))), y);
 }
 
-/* One block: acc + d_w * d_a * isum, and accm + (d_w * d_a, m * s) in
- * lanes 0 and 1 ((d, m) and (d, s) are the first two fp16 of each block). */
-static inline AVX2 __m256 q8_1_block(block_isum_fn isum, const uint8_t *wb, const uint8_t *ab,
-                                     __m256 acc, __m128d *accm)
-{
-    _Static_assert(offsetof(bg_block_q4_1, m) == 2 && offsetof(bg_block_q5_1, m) == 2 &&
-                   offsetof(bg_block_q8_1, s) == 2, "d and m (s) are adjacent");
-    const __m128 scales = _mm_mul_ps(load_f16x2(wb), load_f16x2(ab));
-    const __m256i y = load_i8x32(ab + offsetof(bg_block_q8_1, qs));
-    *accm = _mm_add_pd(*accm, _mm_cvtps_pd(scales));
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum(wb, y)), _mm256_broadcastss_ps(scales), acc);
-}
-
+/* Block after block into one accumulator, as llama.cpp's vec_dot: acc +
+ * d_w * d_a * isum, and the min terms as one float running sum fused with
+ * each product m * s (its compiler fuses that multiply-add), added at the
+ * end. (d, m) and (d, s) are the first two fp16 of each block, so one
+ * fused multiply-add of the pairs leaves that sum in lane 1. */
 static inline AVX2 float dot_vs_q8_1(block_isum_fn isum, size_t wbytes, int64_t n,
                                      const void *w, const void *a)
 {
+    _Static_assert(offsetof(bg_block_q4_1, m) == 2 && offsetof(bg_block_q5_1, m) == 2 &&
+                   offsetof(bg_block_q8_1, s) == 2, "d and m (s) are adjacent");
     const uint8_t *wb = w, *ab = a;
-    const size_t abytes = sizeof(bg_block_q8_1);
-    const int64_t nb = n / BG_QK;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    __m128d accm0 = _mm_setzero_pd(), accm1 = _mm_setzero_pd();
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2, wb += 2 * wbytes, ab += 2 * abytes) {
-        acc0 = q8_1_block(isum, wb, ab, acc0, &accm0);
-        acc1 = q8_1_block(isum, wb + wbytes, ab + abytes, acc1, &accm1);
+    __m256 acc = _mm256_setzero_ps();
+    __m128 accm = _mm_setzero_ps();
+    for (int64_t b = 0; b < n / BG_QK; b++, wb += wbytes, ab += sizeof(bg_block_q8_1)) {
+        const __m128 wdm = load_f16x2(wb), ads = load_f16x2(ab);
+        const __m128 scale = _mm_mul_ps(wdm, ads);
+        const __m256i y = load_i8x32(ab + offsetof(bg_block_q8_1, qs));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum(wb, y)), _mm256_broadcastss_ps(scale), acc);
+        accm = _mm_fmadd_ps(wdm, ads, accm);
     }
-    if (b < nb)
-        acc0 = q8_1_block(isum, wb, ab, acc0, &accm0);
-    /* Lane 1 of accm holds the sum of m * s (lane 0, of d_w * d_a, is unused). */
-    const double mins = _mm_cvtsd_f64(_mm_unpackhi_pd(accm0, accm0)) +
-                        _mm_cvtsd_f64(_mm_unpackhi_pd(accm1, accm1));
-    return (float)(hsum_ps(_mm256_add_ps(acc0, acc1)) + mins);
+    return hsum_ps(acc) + _mm_cvtss_f32(_mm_movehdup_ps(accm));
 }
 
 AVX2 float bg_dot_q4_1_avx2(int64_t n, const void *w, const void *a)

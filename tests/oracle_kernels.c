@@ -1,5 +1,6 @@
 /* Dot kernels against llama.cpp's own: for the K-quants (the bulk of
- * Q4_K_M and Q5_K_M files), Q8_0, Q4_0, Q5_0 and IQ4_NL, every SIMD variant
+ * Q4_K_M and Q5_K_M files) and every other weight format with a dot kernel
+ * (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, IQ4_XS), every SIMD variant
  * brigade can run here returns exactly, to the bit, what the vec_dot of
  * llama.cpp's CPU backend returns for the same quantized row and
  * activations (the vec_dot it runs token by token). A model's activations
@@ -43,7 +44,8 @@ static void check_variant(const char *variant, bool required)
         return;
     init();
     static const bg_type types[] = {BG_TYPE_Q4_K, BG_TYPE_Q5_K, BG_TYPE_Q6_K, BG_TYPE_Q4_0,
-                                    BG_TYPE_Q8_0, BG_TYPE_Q5_0, BG_TYPE_IQ4_NL};
+                                    BG_TYPE_Q8_0, BG_TYPE_Q5_0, BG_TYPE_IQ4_NL, BG_TYPE_Q4_1,
+                                    BG_TYPE_Q5_1, BG_TYPE_IQ4_XS};
     enum { N = 4096, ROWS = 300 };
     float *w = malloc(N * sizeof *w), *x = malloc(N * sizeof *x);
     uint8_t *wq = malloc(N * 2), *aq = malloc(N * 2);
