@@ -69,18 +69,27 @@ BG_AVX512 static inline __m256i fold512(__m512i v)
  * chunk c's 32 bytes hold group 2c (low nibbles) and 2c + 1 (high). */
 
 /* acc + the scaled dot of chunk c (its two groups) with the activations. */
-BG_AVX512 static inline __m256i k_chunk256(__m256i acc, const uint8_t *qs, __m256i *hb,
-                                           const int8_t *act, __m256i sc, int c)
+/* Chunk c's codes: group 2c in *lo, group 2c + 1 in *hi, with Q5_K's fifth
+ * bits from *hb (NULL for Q4_K), which moves on to the next chunk's bits. */
+BG_AVX512 static inline void k_codes256(const uint8_t *qs, __m256i *hb, int c, __m256i *lo,
+                                        __m256i *hi)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
     const __m256i q = loadu256(qs + 32 * c);
-    __m256i lo = _mm256_and_si256(q, m4);
-    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    *lo = _mm256_and_si256(q, m4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
     if (hb) {
-        lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(*hb, 4), bit4));
-        hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(*hb, 3), bit4));
+        *lo = _mm256_or_si256(*lo, _mm256_and_si256(_mm256_slli_epi16(*hb, 4), bit4));
+        *hi = _mm256_or_si256(*hi, _mm256_and_si256(_mm256_slli_epi16(*hb, 3), bit4));
         *hb = _mm256_srli_epi16(*hb, 2);
     }
+}
+
+BG_AVX512 static inline __m256i k_chunk256(__m256i acc, const uint8_t *qs, __m256i *hb,
+                                           const int8_t *act, __m256i sc, int c)
+{
+    __m256i lo, hi;
+    k_codes256(qs, hb, c, &lo, &hi);
     const __m256i s0 = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * 2 * c)));
     const __m256i s1 =
         _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c + 1))));
@@ -124,18 +133,12 @@ typedef struct k_unpacked {
 BG_AVX512 static inline void k_unpack(const uint8_t *w, size_t qh_off, size_t qs_off,
                                       k_unpacked *u)
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
     const __m256i sc = kq_scales(w + offsetof(bg_block_q4_K, scales), &u->mins);
-    __m256i hb = qh_off ? loadu256(w + qh_off) : _mm256_setzero_si256();
+    __m256i hbits = qh_off ? loadu256(w + qh_off) : _mm256_setzero_si256();
+    __m256i *hb = qh_off ? &hbits : NULL;
     for (int c = 0; c < 4; c++) {
-        const __m256i q = loadu256(w + qs_off + 32 * c);
-        __m256i lo = _mm256_and_si256(q, m4);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-        if (qh_off) {
-            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hb, 4), bit4));
-            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(hb, 3), bit4));
-            hb = _mm256_srli_epi16(hb, 2);
-        }
+        __m256i lo, hi;
+        k_codes256(w + qs_off, hb, c, &lo, &hi);
         const __m256i s0 = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * 2 * c)));
         const __m256i s1 =
             _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c + 1))));

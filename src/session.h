@@ -75,6 +75,11 @@ static inline float *bg_seq_ssm(const brigade_session *s, const bg_layer_state *
     return st->ssm + (uint64_t)seq * (s->plan.ssm_layer_bytes / sizeof(float));
 }
 
+/* Runs fn over n tasks, on the worker pool when there is enough work
+ * (about `work` multiply-adds) to pay for waking it; the split never changes
+ * the results. */
+void bg_run_tasks(brigade_session *s, int64_t n, uint64_t work, bg_pool_fn fn, void *ctx);
+
 /* One layer over the micro-batch (s->n_tok tokens, token i of sequence
  * s->tok_seq[i] at position s->tok_pos[i]): s->x is updated in place. */
 void bg_qwen3moe_layer(brigade_session *s, uint32_t il);

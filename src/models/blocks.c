@@ -209,9 +209,7 @@ static void finish_task(void *ctx, int64_t task, unsigned worker)
     }
 }
 
-/* Runs fn over n tasks, on the pool when there is enough work (about
- * `work` multiply-adds) to pay for waking it. */
-static void run_tasks(brigade_session *s, int64_t n, uint64_t work, bg_pool_fn fn, void *ctx)
+void bg_run_tasks(brigade_session *s, int64_t n, uint64_t work, bg_pool_fn fn, void *ctx)
 {
     if (s->pool && n > 1 && work >= (1u << 15))
         bg_pool_run(s->pool, n, fn, ctx);
@@ -241,10 +239,10 @@ void bg_block_attention(brigade_session *s, uint32_t il, bool gated_q)
     for (uint32_t i = 0; i < s->n_tok; i++)
         span += s->tok_pos[i] + 1;
     const uint64_t token_work = (uint64_t)(H + kv_dim) * D;
-    run_tasks(s, s->n_tok, s->n_tok * token_work, prepare_task, &j);
-    run_tasks(s, (int64_t)s->n_tok * H, span * H * D, attend_task, &j);
+    bg_run_tasks(s, s->n_tok, s->n_tok * token_work, prepare_task, &j);
+    bg_run_tasks(s, (int64_t)s->n_tok * H, span * H * D, attend_task, &j);
     if (s->v_rotation || gated_q)
-        run_tasks(s, s->n_tok, s->n_tok * token_work, finish_task, &j);
+        bg_run_tasks(s, s->n_tok, s->n_tok * token_work, finish_task, &j);
     bg_project(s, L->t[BG_ROLE_ATTN_OUT], s->attn, s->a_width, s->out, hp->n_embd);
 }
 
@@ -331,7 +329,7 @@ void bg_block_moe(brigade_session *s, uint32_t il)
     if (L->t[BG_ROLE_FFN_GATE_INP]->type != BG_TYPE_F32)
         bg_project(s, L->t[BG_ROLE_FFN_GATE_INP], s->xn, n_embd, s->router, hp->n_expert);
     route_job rj = {s, L};
-    run_tasks(s, s->n_tok, (uint64_t)s->n_tok * hp->n_expert * n_embd, route_task, &rj);
+    bg_run_tasks(s, s->n_tok, (uint64_t)s->n_tok * hp->n_expert * n_embd, route_task, &rj);
 
     for (uint32_t e = 0; e < hp->n_expert; e++) {
         uint32_t n = 0;

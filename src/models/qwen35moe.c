@@ -129,16 +129,6 @@ static void gated_norm_task(void *ctx, int64_t task, unsigned worker)
     }
 }
 
-/* fn over n tasks, on the pool where there is one and more than one task. */
-static void run_tasks(brigade_session *s, int64_t n, bg_pool_fn fn, void *ctx)
-{
-    if (s->pool && n > 1)
-        bg_pool_run(s->pool, n, fn, ctx);
-    else
-        for (int64_t t = 0; t < n; t++)
-            fn(ctx, t, 0);
-}
-
 static void deltanet(brigade_session *s, uint32_t il)
 {
     const bg_hparams *hp = s->hp;
@@ -158,10 +148,12 @@ static void deltanet(brigade_session *s, uint32_t il)
         }
     }
     deltanet_job j = {s, L, &s->layers[il]};
-    run_tasks(s, (conv_dim + CONV_CHANNELS_PER_TASK - 1) / CONV_CHANNELS_PER_TASK, conv_task, &j);
-    run_tasks(s, s->n_tok, qk_norm_task, &j);
-    run_tasks(s, (int64_t)Hv, head_task, &j);
-    run_tasks(s, s->n_tok, gated_norm_task, &j);
+    const uint64_t n_tok = s->n_tok, row_work = n_tok * (uint64_t)conv_dim;
+    bg_run_tasks(s, (conv_dim + CONV_CHANNELS_PER_TASK - 1) / CONV_CHANNELS_PER_TASK,
+                 row_work * hp->ssm_conv_kernel, conv_task, &j);
+    bg_run_tasks(s, s->n_tok, row_work, qk_norm_task, &j);
+    bg_run_tasks(s, (int64_t)Hv, n_tok * Hv * (uint64_t)(S * S) * 4, head_task, &j);
+    bg_run_tasks(s, s->n_tok, row_work, gated_norm_task, &j);
     bg_project(s, L->t[BG_ROLE_SSM_OUT], s->attn, s->a_width, s->out, n_embd);
 }
 
