@@ -10,6 +10,10 @@
 
 #ifdef BG_KERNELS_X86
 #include <cpuid.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 /* AVX2 + FMA + F16C: every x86-64 desktop since 2013. F16C is read from
  * CPUID (leaf 1, ECX bit 29): clang's __builtin_cpu_supports lacks it. */
@@ -30,6 +34,25 @@ static bool cpu_has_avx512(void)
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
 }
+
+/* AMX tiles with 8-bit products (Sapphire Rapids and later), on AVX-512.
+ * Linux hands out the tile state only on request (ARCH_REQ_XCOMP_PERM for
+ * XTILEDATA); a refusal (an old kernel, a hypervisor) means no AMX. */
+static bool cpu_has_amx(void)
+{
+#ifdef __linux__
+    unsigned eax, ebx, ecx, edx;
+    if (!cpu_has_avx512() || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) ||
+        !(edx & (1u << 24)) || !(edx & (1u << 25)))
+        return false;
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+#else
+    return false;
+#endif
+}
+
+static const bg_gemm_kernel amx_q4_K = {"amx", bg_amx_packed_bytes, bg_amx_pack_q8_K,
+                                        bg_gemm_q4_K_amx};
 
 /* Only where they measured faster than AVX2 (bench/kernel_speed). */
 static bg_dot_fn avx512_dot(bg_type type)
@@ -119,6 +142,7 @@ static void vec_f16_to_f32_scalar(int64_t n, float *y, const uint16_t *x)
 
 static bg_dot_fn chosen[BG_TYPE_COUNT];
 static bg_dot_multi_fn chosen_multi[BG_TYPE_COUNT];
+static const bg_gemm_kernel *chosen_gemm[BG_TYPE_COUNT];
 static struct {
     void (*mad_f16)(int64_t n, uint16_t *y, const uint16_t *x, float s);
     void (*scale_f16)(int64_t n, uint16_t *y, float s);
@@ -140,6 +164,8 @@ static void choose_all(void)
         for (int t = 0; t < BG_TYPE_COUNT; t++)
             if (chosen[t] && chosen[t] == avx512_dot((bg_type)t))
                 chosen_multi[t] = avx512_dot_multi((bg_type)t);
+    if (cpu_has_amx())
+        chosen_gemm[BG_TYPE_Q4_K] = &amx_q4_K;
     if (cpu_has_avx2() && chosen[BG_TYPE_Q8_0] == bg_dot_q8_0_avx2)
         chosen_multi[BG_TYPE_Q8_0] = bg_dot_multi_q8_0_avx2;
     if (cpu_has_avx2()) {
@@ -156,6 +182,14 @@ bg_dot_multi_fn bg_kernel_dot_multi(bg_type type)
         return NULL;
     pthread_once(&chosen_once, choose_all);
     return chosen_multi[type];
+}
+
+const bg_gemm_kernel *bg_kernel_gemm(bg_type type)
+{
+    if ((unsigned)type >= BG_TYPE_COUNT)
+        return NULL;
+    pthread_once(&chosen_once, choose_all);
+    return chosen_gemm[type];
 }
 
 bg_dot_fn bg_kernel_dot(bg_type type)

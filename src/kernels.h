@@ -32,6 +32,32 @@ bg_dot_fn bg_kernel_dot(bg_type type);
  * otherwise (use bg_kernel_dot row by row). */
 bg_dot_multi_fn bg_kernel_dot_multi(bg_type type);
 
+/* Tiled products for micro-batches (prefill): BG_GEMM_ROWS weight rows at a
+ * time against activation rows packed once per product. Their integer sums
+ * are exact like the dots', but the float steps are ordered differently, so
+ * they agree with bg_kernel_dot to rounding, not to the bit; decode keeps
+ * the dots. n_in is a multiple of the type's super-block. */
+#define BG_GEMM_ROWS 16
+#define BG_GEMM_MIN_ACT 16 /* fewer activation rows are faster as dots */
+typedef struct bg_gemm_kernel {
+    const char *name;
+    /* Bytes of packed activations for n_act rows of n_in. */
+    size_t (*packed_bytes)(int64_t n_in, int64_t n_act);
+    /* Packs activation rows 16 * block .. 16 * block + 15 (of n_act rows of
+     * the weight type's dot format, xq_row bytes apart) into packed. */
+    void (*pack)(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act, int64_t block,
+                 void *packed);
+    /* y[t * y_stride + m] = weight row m . activation row t, for the
+     * n_rows rows at w (a multiple of BG_GEMM_ROWS, w_stride bytes apart)
+     * and every t < n_act. */
+    void (*gemm)(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows, const void *packed,
+                 int64_t n_act, float *y, size_t y_stride);
+} bg_gemm_kernel;
+
+/* The tiled product for `type` where this processor has one; NULL
+ * otherwise. */
+const bg_gemm_kernel *bg_kernel_gemm(bg_type type);
+
 /* Every variant this processor can run for `type`, the scalar reference
  * first; returns how many (at most cap are written). */
 size_t bg_kernel_dot_variants(bg_type type, bg_dot_variant *out, size_t cap);
@@ -76,6 +102,11 @@ void bg_dot_multi_q5_K_avx512(int64_t n, const void *w, const void *a, size_t a_
 void bg_dot_multi_q6_K_avx512(int64_t n, const void *w, const void *a, size_t a_stride, int na,
                               float *out);
 float bg_dot_q4_K_avx512(int64_t n, const void *w, const void *a);
+size_t bg_amx_packed_bytes(int64_t n_in, int64_t n_act);
+void bg_amx_pack_q8_K(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act, int64_t block,
+                      void *packed);
+void bg_gemm_q4_K_amx(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
+                      const void *packed, int64_t n_act, float *y, size_t y_stride);
 float bg_dot_q5_K_avx512(int64_t n, const void *w, const void *a);
 float bg_dot_q6_K_avx512(int64_t n, const void *w, const void *a);
 #endif

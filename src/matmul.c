@@ -1,5 +1,6 @@
 #include "matmul.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -63,6 +64,86 @@ static void matmul_task(void *ctx, int64_t task_index, unsigned worker)
             y[k * j->y_stride + r] = j->dot(n_in, w->data + r * w->row_bytes, j->xq + k * j->xq_row);
 }
 
+/* The tiled path: stripes of BG_GEMM_ROWS weight rows, each task a run of
+ * stripes of one matrix, against activations packed once. */
+typedef struct gemm_job {
+    const bg_matrix *ws[2];
+    float *ys[2];
+    const bg_gemm_kernel *k;
+    const uint8_t *xq, *packed;
+    size_t xq_row, y_stride;
+    uint32_t n;
+    uint64_t stripes_per_task, tasks_per_matrix;
+} gemm_job;
+
+static void pack_task(void *ctx, int64_t block, unsigned worker)
+{
+    (void)worker;
+    const gemm_job *j = ctx;
+    j->k->pack((int64_t)j->ws[0]->n_in, j->xq, j->xq_row, j->n, block, (void *)j->packed);
+}
+
+static void gemm_task(void *ctx, int64_t task_index, unsigned worker)
+{
+    (void)worker;
+    const gemm_job *j = ctx;
+    const uint64_t m = (uint64_t)task_index / j->tasks_per_matrix;
+    const uint64_t task = (uint64_t)task_index % j->tasks_per_matrix;
+    const bg_matrix *w = j->ws[m];
+    const uint64_t stripes = w->n_out / BG_GEMM_ROWS;
+    const uint64_t s0 = task * j->stripes_per_task;
+    const uint64_t s1 = s0 + j->stripes_per_task < stripes ? s0 + j->stripes_per_task : stripes;
+    if (s1 > s0) {
+        const uint64_t r = s0 * BG_GEMM_ROWS;
+        j->k->gemm((int64_t)w->n_in, w->data + r * w->row_bytes, w->row_bytes,
+                   (int64_t)((s1 - s0) * BG_GEMM_ROWS), j->packed, j->n, j->ys[m] + r,
+                   j->y_stride);
+    }
+}
+
+/* Runs the product on the tiled kernel k when the batch and the scratch
+ * allow it; false leaves it to the dots. xq holds the n converted rows. */
+static bool matmul_tiled(bg_pool *pool, const bg_gemm_kernel *k, const bg_matrix *const *ws,
+                         float *const *ys, int count, const uint8_t *xq, size_t xq_row,
+                         size_t y_stride, uint32_t n, void *scratch)
+{
+    const bg_matrix *w = ws[0];
+    if (!k || n < BG_GEMM_MIN_ACT || w->n_out % BG_GEMM_ROWS)
+        return false;
+    /* packed rows after the converted ones, 64-byte aligned, within the
+     * scratch bg_matmul_scratch sized for at least n rows of n_in */
+    const size_t used = ((size_t)n * xq_row + 63) & ~(size_t)63;
+    if (used + k->packed_bytes((int64_t)w->n_in, n) > bg_matmul_scratch(w->n_in, n))
+        return false;
+    gemm_job j = {{ws[0], count > 1 ? ws[1] : ws[0]},
+                  {ys[0], count > 1 ? ys[1] : ys[0]},
+                  k,
+                  xq,
+                  (const uint8_t *)scratch + used,
+                  xq_row,
+                  y_stride,
+                  n,
+                  0,
+                  0};
+    const int64_t blocks = ((int64_t)n + 15) / 16;
+    const uint64_t stripes = w->n_out / BG_GEMM_ROWS;
+    uint64_t tasks = pool ? (uint64_t)bg_pool_threads(pool) * 4 : 1;
+    tasks = tasks < stripes ? tasks : stripes;
+    j.stripes_per_task = (stripes + tasks - 1) / tasks;
+    j.tasks_per_matrix = (stripes + j.stripes_per_task - 1) / j.stripes_per_task;
+    const int64_t all = (int64_t)(j.tasks_per_matrix * (uint64_t)count);
+    if (pool) {
+        bg_pool_run(pool, blocks, pack_task, &j);
+        bg_pool_run(pool, all, gemm_task, &j);
+    } else {
+        for (int64_t b = 0; b < blocks; b++)
+            pack_task(&j, b, 0);
+        for (int64_t t = 0; t < all; t++)
+            gemm_task(&j, t, 0);
+    }
+    return true;
+}
+
 typedef struct convert_job {
     const bg_quant_ops *aops;
     const float *x;
@@ -95,6 +176,9 @@ static void matmul_n(bg_pool *pool, const bg_matrix *const *ws, float *const *ys
     else
         for (uint32_t i = 0; i < n; i++)
             convert_task(&c, i, 0);
+    if (matmul_tiled(pool, bg_kernel_gemm((bg_type)w->type), ws, ys, count, xq, (size_t)xq_row,
+                     y_stride, n, scratch))
+        return;
     matmul_job j = {{ws[0], count > 1 ? ws[1] : ws[0]},
                     {ys[0], count > 1 ? ys[1] : ys[0]},
                     bg_kernel_dot((bg_type)w->type),

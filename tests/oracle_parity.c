@@ -189,28 +189,42 @@ static void parity_file(const char *preset, const char *type_name, const brigade
     float *mine_tok = brigade_logits(path, tokens, N_TOKENS, cache_type, 1);
     CHECK(ref_tok && ref_bat, "%s: llama.cpp failed to evaluate", what);
     CHECK(mine != NULL && mine_tok != NULL, "%s: brigade failed to evaluate", what);
-    if (mine && mine_tok) {
-        agreement own = compare(mine_tok, mine, N_TOKENS, n_vocab);
-        CHECK(own.nmse <= 1e-5 && own.argmax == 1.0,
-              "%s: brigade's batched and token-by-token logits differ (NMSE %.3e)", what, own.nmse);
-        printf("  %-36s brigade batched vs token by token: NMSE %.3e\n", what, own.nmse);
-    }
-    if (ref_tok && ref_bat && mine) {
+    /* The issue's bounds. Token by token: max_nmse and min_argmax against
+     * llama.cpp token by token. Batched, float weights: the same bounds,
+     * against both of llama.cpp's modes, and brigade's two modes within 1e-5
+     * of each other. Batched, quantized weights (prefill may use other
+     * kernels than decode, tiled AMX products, as llama.cpp's does): no
+     * further from llama.cpp's token-by-token logits than 2 x llama.cpp's
+     * own batched-vs-token-by-token NMSE + 1e-5. */
+    if (ref_tok && ref_bat && mine && mine_tok) {
         agreement self = compare(ref_tok, ref_bat, N_TOKENS, n_vocab);
-        agreement tok = compare(ref_tok, mine, N_TOKENS, n_vocab);
+        agreement tok = compare(ref_tok, mine_tok, N_TOKENS, n_vocab);
+        agreement bat_tok = compare(ref_tok, mine, N_TOKENS, n_vocab);
         agreement bat = compare(ref_bat, mine, N_TOKENS, n_vocab);
-        printf("  %-36s NMSE vs llama.cpp token-by-token %.3e (argmax %5.1f%%), batched %.3e "
-               "(%5.1f%%); llama.cpp's own modes differ by %.3e\n",
-               what, tok.nmse, 100 * tok.argmax, bat.nmse, 100 * bat.argmax, self.nmse);
-        CHECK(tok.nmse <= max_nmse, "%s: NMSE %.3e vs token-by-token exceeds %.0e", what,
-              tok.nmse, max_nmse);
-        /* Quantized: llama.cpp's batched mode repacks weights and rounds
-         * differently; only its plain token-by-token path is the reference. */
-        if (!experts_used)
-            CHECK(bat.nmse <= max_nmse, "%s: NMSE %.3e vs batched exceeds %.0e", what, bat.nmse,
-                  max_nmse);
-        CHECK(tok.argmax >= min_argmax, "%s: argmax agrees at only %.1f%% of positions", what,
+        agreement own = compare(mine_tok, mine, N_TOKENS, n_vocab);
+        printf("  %-36s token by token: NMSE vs llama.cpp %.3e (argmax %5.1f%%); batched: vs "
+               "llama.cpp token-by-token %.3e (%5.1f%%), vs batched %.3e, vs brigade token by "
+               "token %.3e; llama.cpp's own modes differ by %.3e\n",
+               what, tok.nmse, 100 * tok.argmax, bat_tok.nmse, 100 * bat_tok.argmax, bat.nmse,
+               own.nmse, self.nmse);
+        CHECK(tok.nmse <= max_nmse, "%s: token by token, NMSE %.3e exceeds %.0e", what, tok.nmse,
+              max_nmse);
+        CHECK(tok.argmax >= min_argmax, "%s: token by token, argmax agrees at only %.1f%%", what,
               100 * tok.argmax);
+        if (!experts_used) {
+            CHECK(bat_tok.nmse <= max_nmse && bat.nmse <= max_nmse,
+                  "%s: batched, NMSE %.3e / %.3e vs llama.cpp's modes exceeds %.0e", what,
+                  bat_tok.nmse, bat.nmse, max_nmse);
+            CHECK(own.nmse <= 1e-5, "%s: brigade's batched and token-by-token logits differ by %.3e",
+                  what, own.nmse);
+        } else {
+            const double bound = 2 * self.nmse + 1e-5;
+            CHECK(bat_tok.nmse <= bound,
+                  "%s: batched, NMSE %.3e vs llama.cpp token by token exceeds 2 x %.3e + 1e-5",
+                  what, bat_tok.nmse, self.nmse);
+        }
+        CHECK(bat_tok.argmax >= min_argmax, "%s: batched, argmax agrees at only %.1f%%", what,
+              100 * bat_tok.argmax);
     }
     free(ref_tok);
     free(ref_bat);

@@ -1,0 +1,305 @@
+/* AMX tiled products for prefill (Sapphire Rapids and later): 16 weight
+ * rows by 16 activation rows per tile multiply.
+ *
+ * Why: a dot product keeps one weight row in the vector lanes and spends
+ * about two 512-bit multiplies per 64 weights on every activation row. One
+ * AMX TDPBUSD multiplies a 16 x 32 tile of weight codes by a 32 x 16 tile of
+ * activations (8192 products), so the integer work almost disappears and
+ * what remains is applying each 32-element group's scale, one vector
+ * multiply per weight row and group for 16 activation rows at once.
+ *
+ * Layout:
+ *  - Activations (Q8_K rows) are packed once per product, for every block
+ *    of 16 rows and super-block, into a bg_amx_act record: the 256 codes in
+ *    the "VNNI" order the B tile takes (row k/4, column 4t + k%4 holds code k
+ *    of activation row t), the 16 scales d, and the block sums as s16 pairs.
+ *    Rows past the end are zero, so they add nothing.
+ *  - Weights are unpacked per stripe of 16 rows and up to AMX_CHUNK
+ *    super-blocks into one byte a code (the A tile: row m, column k), with
+ *    scales and mins as 32-bit integers to broadcast.
+ *  - Each group's 16 x 16 integer result goes through memory (tiles have no
+ *    path to vector registers) and is scaled there into 16 accumulators,
+ *    lanes = activation rows; a super-block's total is turned to float once.
+ *
+ * The integer sums are exact, as in the dots; the float steps are ordered
+ * differently, so results differ from the dots in the last bits (llama.cpp's
+ * own prefill kernels differ from its vec_dot in the same way). matmul.c
+ * uses these only for micro-batches of BG_GEMM_MIN_ACT rows or more; decode
+ * keeps the dots. */
+#include "kernels.h"
+
+#ifdef BG_KERNELS_X86
+#include <immintrin.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "quant.h"
+
+#define BG_AMX __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,f16c,amx-tile,amx-int8")))
+
+/* Super-blocks of a stripe unpacked at a time: 16 rows x 8 x 256 = 32 KB. */
+#define AMX_CHUNK 8
+
+/* One block of 16 activation rows, one super-block. */
+typedef struct bg_amx_act {
+    int8_t q[BG_QK_K / 4][64]; /* q[k / 4][4 t + k % 4] = code k of row t */
+    float d[16];
+    int32_t bsum_pair[8][16]; /* rows' bsums 2p (low s16) and 2p + 1 (high) */
+    int32_t sum32_pair[4][16]; /* sums of codes 64p.. 64p+31 (low) and the next 32 (high) */
+} bg_amx_act;
+
+size_t bg_amx_packed_bytes(int64_t n_in, int64_t n_act)
+{
+    return (size_t)((n_act + 15) / 16) * (size_t)(n_in / BG_QK_K) * sizeof(bg_amx_act);
+}
+
+/* out[d] lane i = in[i] lane d: a 16 x 16 transpose of 32-bit elements. */
+BG_AMX static void transpose16(const __m512i in[16], __m512i out[16])
+{
+    __m512i a[16], b[16];
+    for (int i = 0; i < 8; i++) {
+        a[2 * i] = _mm512_unpacklo_epi32(in[2 * i], in[2 * i + 1]);
+        a[2 * i + 1] = _mm512_unpackhi_epi32(in[2 * i], in[2 * i + 1]);
+    }
+    /* a[2i] lane group k: in[2i][4k], in[2i+1][4k], in[2i][4k+1], in[2i+1][4k+1] */
+    for (int q = 0; q < 4; q++) {
+        b[4 * q + 0] = _mm512_unpacklo_epi64(a[4 * q], a[4 * q + 2]);
+        b[4 * q + 1] = _mm512_unpackhi_epi64(a[4 * q], a[4 * q + 2]);
+        b[4 * q + 2] = _mm512_unpacklo_epi64(a[4 * q + 1], a[4 * q + 3]);
+        b[4 * q + 3] = _mm512_unpackhi_epi64(a[4 * q + 1], a[4 * q + 3]);
+    }
+    /* b[4q + m] lane group k: element 4k + m of rows 4q .. 4q + 3 */
+    for (int m = 0; m < 4; m++) {
+        const __m512i c = _mm512_shuffle_i32x4(b[m], b[4 + m], 0x88);
+        const __m512i d = _mm512_shuffle_i32x4(b[m], b[4 + m], 0xDD);
+        const __m512i e = _mm512_shuffle_i32x4(b[8 + m], b[12 + m], 0x88);
+        const __m512i f = _mm512_shuffle_i32x4(b[8 + m], b[12 + m], 0xDD);
+        out[m] = _mm512_shuffle_i32x4(c, e, 0x88);
+        out[8 + m] = _mm512_shuffle_i32x4(c, e, 0xDD);
+        out[4 + m] = _mm512_shuffle_i32x4(d, f, 0x88);
+        out[12 + m] = _mm512_shuffle_i32x4(d, f, 0xDD);
+    }
+}
+
+static int32_t s16_pair(int lo, int hi)
+{
+    return (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
+}
+
+void bg_amx_pack_q8_K(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act, int64_t block,
+                     void *packed) BG_AMX;
+
+void bg_amx_pack_q8_K(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act, int64_t block,
+                     void *packed)
+{
+    const int64_t nb = n_in / BG_QK_K, t0 = block * 16;
+    const int nt = n_act - t0 < 16 ? (int)(n_act - t0) : 16;
+    bg_amx_act *out = (bg_amx_act *)packed + block * nb;
+    for (int64_t s = 0; s < nb; s++, out++) {
+        const bg_block_q8_K *rows[16];
+        for (int t = 0; t < 16; t++)
+            rows[t] = t < nt ? (const bg_block_q8_K *)((const uint8_t *)xq +
+                                                      (size_t)(t0 + t) * xq_row) + s
+                             : NULL;
+        for (int part = 0; part < 4; part++) {
+            __m512i in[16], tr[16];
+            for (int t = 0; t < 16; t++)
+                in[t] = rows[t] ? _mm512_loadu_si512(rows[t]->qs + 64 * part)
+                                : _mm512_setzero_si512();
+            transpose16(in, tr);
+            for (int k = 0; k < 16; k++)
+                _mm512_storeu_si512(out->q[16 * part + k], tr[k]);
+        }
+        for (int t = 0; t < 16; t++) {
+            out->d[t] = rows[t] ? rows[t]->d : 0.0f;
+            const int16_t *bs = rows[t] ? rows[t]->bsums : NULL;
+            for (int p = 0; p < 8; p++)
+                out->bsum_pair[p][t] = bs ? s16_pair(bs[2 * p], bs[2 * p + 1]) : 0;
+            /* |a sum of 32 codes| <= 4096: an s16 */
+            for (int p = 0; p < 4; p++)
+                out->sum32_pair[p][t] =
+                    bs ? s16_pair(bs[4 * p] + bs[4 * p + 1], bs[4 * p + 2] + bs[4 * p + 3]) : 0;
+        }
+    }
+}
+
+/* Tile registers: 0/3 the 16 x 16 s32 results, 1/4 the 16 x 32 weight codes,
+ * 2/5 the 32 x 16 activation codes (two sets, so one group's multiply can
+ * run while the previous one is read back). */
+typedef struct amx_config {
+    uint8_t palette, start_row;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_config;
+
+BG_AMX static void amx_configure(void)
+{
+    amx_config c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    const int colsb[6] = {64, 32, 64, 64, 32, 64}, rows[6] = {16, 16, 8, 16, 16, 8};
+    for (int t = 0; t < 6; t++) {
+        c.colsb[t] = (uint16_t)colsb[t];
+        c.rows[t] = (uint8_t)rows[t];
+    }
+    _tile_loadconfig(&c);
+}
+
+/* gcc's tile intrinsics are asm without a memory clobber: fence the
+ * compiler so buffers are written before a tile load and read after a
+ * tile store. */
+#define AMX_FENCE() __asm__ volatile("" ::: "memory")
+
+/* A Q4_K stripe chunk unpacked: codes[s][m][k], and per row m scale[s][m][j],
+ * min pairs[s][m][p] (mins 2p low, 2p + 1 high, s16), d and dmin. */
+typedef struct k4_stripe {
+    uint8_t codes[AMX_CHUNK][16][BG_QK_K];
+    int32_t scale[AMX_CHUNK][16][8];
+    int32_t min_pair[AMX_CHUNK][16][4];
+    float d[AMX_CHUNK][16], dmin[AMX_CHUNK][16];
+} k4_stripe;
+
+/* The six-bit scale and min of group j from Q4_K's 12 packed bytes (layout
+ * in quant.c). */
+static void k4_scale_min(const uint8_t *q, int j, int32_t *sc, int *mn)
+{
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *mn = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
+        *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+BG_AMX static void k4_unpack(const uint8_t *w, size_t w_stride, int64_t b0, int nc,
+                             k4_stripe *st)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int m = 0; m < 16; m++)
+        for (int s = 0; s < nc; s++) {
+            const bg_block_q4_K *blk = (const bg_block_q4_K *)(w + (size_t)m * w_stride) + b0 + s;
+            for (int c = 0; c < 4; c++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(blk->qs + 32 * c));
+                _mm256_storeu_si256((__m256i *)(st->codes[s][m] + 64 * c), _mm256_and_si256(v, m4));
+                _mm256_storeu_si256((__m256i *)(st->codes[s][m] + 64 * c + 32),
+                                    _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+            }
+            int mn[8];
+            for (int j = 0; j < 8; j++)
+                k4_scale_min(blk->scales, j, &st->scale[s][m][j], &mn[j]);
+            for (int p = 0; p < 4; p++)
+                st->min_pair[s][m][p] = s16_pair(mn[2 * p], mn[2 * p + 1]);
+            uint16_t h[2];
+            memcpy(h, &blk->d, sizeof h);
+            st->d[s][m] = _cvtsh_ss(h[0]);
+            st->dmin[s][m] = _cvtsh_ss(h[1]);
+        }
+}
+
+/* Group j's products into c (16 x 16 s32): weights codes + 32 j (row
+ * stride 256), activations act->q[8 j]. Two tile sets alternate. */
+#define AMX_GROUP(T_C, T_A, T_B, codes, act, j, c)                                          \
+    do {                                                                                    \
+        _tile_zero(T_C);                                                                    \
+        _tile_loadd(T_A, (codes) + 32 * (j), BG_QK_K);                                      \
+        _tile_loadd(T_B, (act)->q[8 * (j)], 64);                                            \
+        _tile_dpbusd(T_C, T_A, T_B);                                                        \
+        _tile_stored(T_C, (c), 64);                                                         \
+        AMX_FENCE();                                                                        \
+    } while (0)
+
+/* acc[m] (lanes: the block's activation rows) += scale[m][j] * c[m]. */
+BG_AMX static inline void amx_scale_add(__m512i acc[16], const int32_t c[16][16],
+                                        const int32_t scale[16][8], int j)
+{
+    for (int m = 0; m < 16; m++)
+        acc[m] = _mm512_add_epi32(
+            acc[m], _mm512_mullo_epi32(_mm512_loadu_si512(c[m]), _mm512_set1_epi32(scale[m][j])));
+}
+
+/* Rows t < nt of the 16 x 16 block f (f[m] lane t: weight row m, activation
+ * row t) into y[t * y_stride + m], added to what is there when add. */
+BG_AMX static void amx_store(const __m512 f[16], float *y, size_t y_stride, int nt, bool add)
+{
+    __m512i in[16], tr[16];
+    for (int m = 0; m < 16; m++)
+        in[m] = _mm512_castps_si512(f[m]);
+    transpose16(in, tr);
+    for (int t = 0; t < nt; t++) {
+        __m512 v = _mm512_castsi512_ps(tr[t]);
+        if (add)
+            v = _mm512_add_ps(v, _mm512_loadu_ps(y + (size_t)t * y_stride));
+        _mm512_storeu_ps(y + (size_t)t * y_stride, v);
+    }
+}
+
+/* One stripe of 16 Q4_K rows. */
+BG_AMX static void k4_stripe_gemm(int64_t n_in, const uint8_t *w, size_t w_stride,
+                                  const bg_amx_act *acts, int64_t n_act, float *y, size_t y_stride)
+{
+    static _Thread_local k4_stripe st;
+    _Alignas(64) int32_t c0[16][16], c1[16][16];
+    const int64_t nb = n_in / BG_QK_K;
+    for (int64_t b0 = 0; b0 < nb; b0 += AMX_CHUNK) {
+        const int nc = nb - b0 < AMX_CHUNK ? (int)(nb - b0) : AMX_CHUNK;
+        k4_unpack(w, w_stride, b0, nc, &st);
+        AMX_FENCE();
+        for (int64_t blk = 0; blk * 16 < n_act; blk++) {
+            __m512 f[16];
+            for (int m = 0; m < 16; m++)
+                f[m] = _mm512_setzero_ps();
+            for (int s = 0; s < nc; s++) {
+                const bg_amx_act *a = acts + blk * nb + b0 + s;
+                const uint8_t *codes = &st.codes[s][0][0];
+                __m512i acc[16];
+                for (int m = 0; m < 16; m++)
+                    acc[m] = _mm512_setzero_si512();
+                for (int j = 0; j < 8; j += 2) {
+                    AMX_GROUP(0, 1, 2, codes, a, j, c0);
+                    AMX_GROUP(3, 4, 5, codes, a, j + 1, c1);
+                    amx_scale_add(acc, (const int32_t(*)[16])c0, st.scale[s], j);
+                    amx_scale_add(acc, (const int32_t(*)[16])c1, st.scale[s], j + 1);
+                }
+                const __m512 da = _mm512_loadu_ps(a->d);
+                for (int m = 0; m < 16; m++) {
+                    __m512i mins = _mm512_setzero_si512();
+                    for (int p = 0; p < 4; p++)
+                        mins = _mm512_dpwssd_epi32(mins, _mm512_set1_epi32(st.min_pair[s][m][p]),
+                                                   _mm512_loadu_si512(a->sum32_pair[p]));
+                    f[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[m]),
+                                           _mm512_mul_ps(_mm512_set1_ps(st.d[s][m]), da), f[m]);
+                    f[m] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins),
+                                            _mm512_mul_ps(_mm512_set1_ps(st.dmin[s][m]), da), f[m]);
+                }
+            }
+            const int nt = n_act - blk * 16 < 16 ? (int)(n_act - blk * 16) : 16;
+            amx_store(f, y + (size_t)blk * 16 * y_stride, y_stride, nt, b0 > 0);
+        }
+    }
+}
+
+void bg_gemm_q4_K_amx(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
+                      const void *packed, int64_t n_act, float *y, size_t y_stride) BG_AMX;
+
+void bg_gemm_q4_K_amx(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
+                      const void *packed, int64_t n_act, float *y, size_t y_stride)
+{
+    /* The tile configuration is per thread and other code in the process
+     * (llama.cpp's AMX kernels, say) may keep its own there across calls:
+     * put back whatever was configured before. */
+    _Alignas(64) amx_config saved;
+    _tile_storeconfig(&saved);
+    amx_configure();
+    for (int64_t r = 0; r < n_rows; r += 16)
+        k4_stripe_gemm(n_in, (const uint8_t *)w + (size_t)r * w_stride, w_stride, packed, n_act,
+                       y + r, y_stride);
+    if (saved.palette)
+        _tile_loadconfig(&saved);
+    else
+        _tile_release();
+}
+
+#endif
