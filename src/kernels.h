@@ -38,7 +38,7 @@ bg_dot_multi_fn bg_kernel_dot_multi(bg_type type);
  * they agree with bg_kernel_dot to rounding, not to the bit; decode keeps
  * the dots. n_in is a multiple of the type's super-block. */
 #define BG_GEMM_ROWS 16
-#define BG_GEMM_MIN_ACT 16 /* fewer activation rows are faster as dots */
+#define BG_GEMM_MIN_ACT 8 /* fewer activation rows are faster as dots */
 typedef struct bg_gemm_kernel {
     const char *name;
     /* Bytes of packed activations for n_act rows of n_in. */
@@ -106,6 +106,8 @@ size_t bg_amx_packed_bytes(int64_t n_in, int64_t n_act);
 void bg_amx_pack_q8_K(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act, int64_t block,
                       void *packed);
 void bg_gemm_q4_K_amx(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
+                      const void *packed, int64_t n_act, float *y, size_t y_stride);
+void bg_gemm_q6_K_amx(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
                       const void *packed, int64_t n_act, float *y, size_t y_stride);
 float bg_dot_q5_K_avx512(int64_t n, const void *w, const void *a);
 float bg_dot_q6_K_avx512(int64_t n, const void *w, const void *a);

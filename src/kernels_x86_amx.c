@@ -124,9 +124,10 @@ void bg_amx_pack_q8_K(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act
     }
 }
 
-/* Tile registers: 0/3 the 16 x 16 s32 results, 1/4 the 16 x 32 weight codes,
- * 2/5 the 32 x 16 activation codes (two sets, so one group's multiply can
- * run while the previous one is read back). */
+/* Tile registers: 0/3 the 16 x 16 s32 results, 1/4 the 16 x k weight codes,
+ * 2/5 the k x 16 activation codes, k the codes of one scale's group (32 for
+ * Q4_K, 16 for Q6_K); two sets, so one group's multiply can run while the
+ * previous one is read back. */
 typedef struct amx_config {
     uint8_t palette, start_row;
     uint8_t reserved[14];
@@ -134,12 +135,12 @@ typedef struct amx_config {
     uint8_t rows[16];
 } amx_config;
 
-BG_AMX static void amx_configure(void)
+BG_AMX static void amx_configure(int k)
 {
     amx_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
-    const int colsb[6] = {64, 32, 64, 64, 32, 64}, rows[6] = {16, 16, 8, 16, 16, 8};
+    const int colsb[6] = {64, k, 64, 64, k, 64}, rows[6] = {16, 16, k / 4, 16, 16, k / 4};
     for (int t = 0; t < 6; t++) {
         c.colsb[t] = (uint16_t)colsb[t];
         c.rows[t] = (uint8_t)rows[t];
@@ -199,25 +200,25 @@ BG_AMX static void k4_unpack(const uint8_t *w, size_t w_stride, int64_t b0, int 
         }
 }
 
-/* Group j's products into c (16 x 16 s32): weights codes + 32 j (row
- * stride 256), activations act->q[8 j]. Two tile sets alternate. */
-#define AMX_GROUP(T_C, T_A, T_B, codes, act, j, c)                                          \
+/* A group's products into c (16 x 16 s32): weight codes at wa (rows
+ * BG_QK_K bytes apart), activation codes at ab. Two tile sets alternate. */
+#define AMX_GROUP(T_C, T_A, T_B, wa, ab, c)                                                 \
     do {                                                                                    \
         _tile_zero(T_C);                                                                    \
-        _tile_loadd(T_A, (codes) + 32 * (j), BG_QK_K);                                      \
-        _tile_loadd(T_B, (act)->q[8 * (j)], 64);                                            \
+        _tile_loadd(T_A, (wa), BG_QK_K);                                                    \
+        _tile_loadd(T_B, (ab), 64);                                                         \
         _tile_dpbusd(T_C, T_A, T_B);                                                        \
         _tile_stored(T_C, (c), 64);                                                         \
         AMX_FENCE();                                                                        \
     } while (0)
 
-/* acc[m] (lanes: the block's activation rows) += scale[m][j] * c[m]. */
+/* acc[m] (lanes: the block's activation rows) += scale[m * stride] * c[m]. */
 BG_AMX static inline void amx_scale_add(__m512i acc[16], const int32_t c[16][16],
-                                        const int32_t scale[16][8], int j)
+                                        const int32_t *scale, int stride)
 {
     for (int m = 0; m < 16; m++)
-        acc[m] = _mm512_add_epi32(
-            acc[m], _mm512_mullo_epi32(_mm512_loadu_si512(c[m]), _mm512_set1_epi32(scale[m][j])));
+        acc[m] = _mm512_add_epi32(acc[m], _mm512_mullo_epi32(_mm512_loadu_si512(c[m]),
+                                                             _mm512_set1_epi32(scale[m * stride])));
 }
 
 /* Rows t < nt of the 16 x 16 block f (f[m] lane t: weight row m, activation
@@ -258,10 +259,10 @@ BG_AMX static void k4_stripe_gemm(int64_t n_in, const uint8_t *w, size_t w_strid
                 for (int m = 0; m < 16; m++)
                     acc[m] = _mm512_setzero_si512();
                 for (int j = 0; j < 8; j += 2) {
-                    AMX_GROUP(0, 1, 2, codes, a, j, c0);
-                    AMX_GROUP(3, 4, 5, codes, a, j + 1, c1);
-                    amx_scale_add(acc, (const int32_t(*)[16])c0, st.scale[s], j);
-                    amx_scale_add(acc, (const int32_t(*)[16])c1, st.scale[s], j + 1);
+                    AMX_GROUP(0, 1, 2, codes + 32 * j, a->q[8 * j], c0);
+                    AMX_GROUP(3, 4, 5, codes + 32 * (j + 1), a->q[8 * (j + 1)], c1);
+                    amx_scale_add(acc, (const int32_t(*)[16])c0, &st.scale[s][0][j], 8);
+                    amx_scale_add(acc, (const int32_t(*)[16])c1, &st.scale[s][0][j + 1], 8);
                 }
                 const __m512 da = _mm512_loadu_ps(a->d);
                 for (int m = 0; m < 16; m++) {
@@ -292,9 +293,117 @@ void bg_gemm_q4_K_amx(int64_t n_in, const void *w, size_t w_stride, int64_t n_ro
      * put back whatever was configured before. */
     _Alignas(64) amx_config saved;
     _tile_storeconfig(&saved);
-    amx_configure();
+    amx_configure(32);
     for (int64_t r = 0; r < n_rows; r += 16)
         k4_stripe_gemm(n_in, (const uint8_t *)w + (size_t)r * w_stride, w_stride, packed, n_act,
+                       y + r, y_stride);
+    if (saved.palette)
+        _tile_loadconfig(&saved);
+    else
+        _tile_release();
+}
+
+/* A Q6_K stripe chunk unpacked: codes[s][m][k] (the stored six bits, code +
+ * 32), and per row m scale[s][m][i] of each 16-code group, the scales as
+ * s16 pairs (2p low, 2p + 1 high) for the offset correction, and d. */
+typedef struct k6_stripe {
+    uint8_t codes[AMX_CHUNK][16][BG_QK_K];
+    int32_t scale[AMX_CHUNK][16][16];
+    int32_t scale_pair[AMX_CHUNK][16][8];
+    float d[AMX_CHUNK][16];
+} k6_stripe;
+
+/* Q6_K's codes: per 128-code half c, byte l < 64 of ql holds code l low
+ * and code l + 64 high (four bits each); bits 2i, 2i + 1 of qh byte l < 32
+ * are the top two bits of code l + 32 i. */
+BG_AMX static void k6_unpack(const uint8_t *w, size_t w_stride, int64_t b0, int nc,
+                             k6_stripe *st)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
+    for (int m = 0; m < 16; m++)
+        for (int s = 0; s < nc; s++) {
+            const bg_block_q6_K *blk = (const bg_block_q6_K *)(w + (size_t)m * w_stride) + b0 + s;
+            uint8_t *out = st->codes[s][m];
+            for (int c = 0; c < 2; c++) {
+                const uint8_t *ql = blk->ql + 64 * c, *qh = blk->qh + 32 * c;
+                const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+                for (int half = 0; half < 2; half++) {
+                    const __m256i l = _mm256_loadu_si256((const __m256i *)(ql + 32 * half));
+                    /* codes 32 half + l (low nibbles) and 64 + 32 half + l (high) */
+                    const __m256i hi_lo = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(h, 2 * half), 4), m2);
+                    const __m256i hi_hi = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(h, 2 * half + 4), 4), m2);
+                    _mm256_storeu_si256((__m256i *)(out + 128 * c + 32 * half),
+                                        _mm256_or_si256(_mm256_and_si256(l, m4), hi_lo));
+                    _mm256_storeu_si256((__m256i *)(out + 128 * c + 64 + 32 * half),
+                                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l, 4), m4), hi_hi));
+                }
+            }
+            for (int i = 0; i < 16; i++)
+                st->scale[s][m][i] = blk->scales[i];
+            for (int p = 0; p < 8; p++)
+                st->scale_pair[s][m][p] = s16_pair(blk->scales[2 * p], blk->scales[2 * p + 1]);
+            uint16_t h;
+            memcpy(&h, &blk->d, sizeof h);
+            st->d[s][m] = _cvtsh_ss(h);
+        }
+}
+
+/* One stripe of 16 Q6_K rows: sum over groups of scale * (codes . a), less
+ * 32 * sum of scale * (the group's activation sum) for the codes' offset. */
+BG_AMX static void k6_stripe_gemm(int64_t n_in, const uint8_t *w, size_t w_stride,
+                                  const bg_amx_act *acts, int64_t n_act, float *y, size_t y_stride)
+{
+    static _Thread_local k6_stripe st;
+    _Alignas(64) int32_t c0[16][16], c1[16][16];
+    const int64_t nb = n_in / BG_QK_K;
+    for (int64_t b0 = 0; b0 < nb; b0 += AMX_CHUNK) {
+        const int nc = nb - b0 < AMX_CHUNK ? (int)(nb - b0) : AMX_CHUNK;
+        k6_unpack(w, w_stride, b0, nc, &st);
+        AMX_FENCE();
+        for (int64_t blk = 0; blk * 16 < n_act; blk++) {
+            __m512 f[16];
+            for (int m = 0; m < 16; m++)
+                f[m] = _mm512_setzero_ps();
+            for (int s = 0; s < nc; s++) {
+                const bg_amx_act *a = acts + blk * nb + b0 + s;
+                const uint8_t *codes = &st.codes[s][0][0];
+                __m512i acc[16];
+                for (int m = 0; m < 16; m++)
+                    acc[m] = _mm512_setzero_si512();
+                for (int i = 0; i < 16; i += 2) {
+                    AMX_GROUP(0, 1, 2, codes + 16 * i, a->q[4 * i], c0);
+                    AMX_GROUP(3, 4, 5, codes + 16 * (i + 1), a->q[4 * (i + 1)], c1);
+                    amx_scale_add(acc, (const int32_t(*)[16])c0, &st.scale[s][0][i], 16);
+                    amx_scale_add(acc, (const int32_t(*)[16])c1, &st.scale[s][0][i + 1], 16);
+                }
+                const __m512 da = _mm512_loadu_ps(a->d);
+                for (int m = 0; m < 16; m++) {
+                    __m512i off = _mm512_setzero_si512();
+                    for (int p = 0; p < 8; p++)
+                        off = _mm512_dpwssd_epi32(off, _mm512_set1_epi32(st.scale_pair[s][m][p]),
+                                                  _mm512_loadu_si512(a->bsum_pair[p]));
+                    const __m512i sum = _mm512_sub_epi32(acc[m], _mm512_slli_epi32(off, 5));
+                    f[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
+                                           _mm512_mul_ps(_mm512_set1_ps(st.d[s][m]), da), f[m]);
+                }
+            }
+            const int nt = n_act - blk * 16 < 16 ? (int)(n_act - blk * 16) : 16;
+            amx_store(f, y + (size_t)blk * 16 * y_stride, y_stride, nt, b0 > 0);
+        }
+    }
+}
+
+void bg_gemm_q6_K_amx(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
+                      const void *packed, int64_t n_act, float *y, size_t y_stride) BG_AMX;
+
+void bg_gemm_q6_K_amx(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
+                      const void *packed, int64_t n_act, float *y, size_t y_stride)
+{
+    _Alignas(64) amx_config saved;
+    _tile_storeconfig(&saved);
+    amx_configure(16);
+    for (int64_t r = 0; r < n_rows; r += 16)
+        k6_stripe_gemm(n_in, (const uint8_t *)w + (size_t)r * w_stride, w_stride, packed, n_act,
                        y + r, y_stride);
     if (saved.palette)
         _tile_loadconfig(&saved);
