@@ -55,6 +55,8 @@ static const bg_gemm_kernel amx_q4_K = {"amx", bg_amx_packed_bytes, bg_amx_pack_
                                         bg_gemm_q4_K_amx};
 static const bg_gemm_kernel amx_q6_K = {"amx", bg_amx_packed_bytes, bg_amx_pack_q8_K,
                                         bg_gemm_q6_K_amx};
+static const bg_gemm_kernel amx_q8_0 = {"amx", bg_amx_packed_bytes_q8_0, bg_amx_pack_q8_0,
+                                        bg_gemm_q8_0_amx};
 
 /* Only where they measured faster than AVX2 (bench/kernel_speed). */
 static bg_dot_fn avx512_dot(bg_type type)
@@ -167,7 +169,8 @@ static void choose_all(void)
             if (chosen[t] && chosen[t] == avx512_dot((bg_type)t))
                 chosen_multi[t] = avx512_dot_multi((bg_type)t);
     if (cpu_has_amx())
-        chosen_gemm[BG_TYPE_Q4_K] = &amx_q4_K, chosen_gemm[BG_TYPE_Q6_K] = &amx_q6_K;
+        chosen_gemm[BG_TYPE_Q4_K] = &amx_q4_K, chosen_gemm[BG_TYPE_Q6_K] = &amx_q6_K,
+        chosen_gemm[BG_TYPE_Q8_0] = &amx_q8_0;
     if (cpu_has_avx2() && chosen[BG_TYPE_Q8_0] == bg_dot_q8_0_avx2)
         chosen_multi[BG_TYPE_Q8_0] = bg_dot_multi_q8_0_avx2;
     if (cpu_has_avx2()) {

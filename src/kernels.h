@@ -36,8 +36,9 @@ bg_dot_multi_fn bg_kernel_dot_multi(bg_type type);
  * time against activation rows packed once per product. Their integer sums
  * are exact like the dots', but the float steps are ordered differently, so
  * they agree with bg_kernel_dot to rounding, not to the bit; decode keeps
- * the dots. n_in is a multiple of the type's super-block. */
+ * the dots. n_in is a multiple of BG_GEMM_COLS. */
 #define BG_GEMM_ROWS 16
+#define BG_GEMM_COLS 256
 #define BG_GEMM_MIN_ACT 8 /* fewer activation rows are faster as dots */
 typedef struct bg_gemm_kernel {
     const char *name;
@@ -108,6 +109,11 @@ void bg_amx_pack_q8_K(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act
 void bg_gemm_q4_K_amx(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
                       const void *packed, int64_t n_act, float *y, size_t y_stride);
 void bg_gemm_q6_K_amx(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
+                      const void *packed, int64_t n_act, float *y, size_t y_stride);
+size_t bg_amx_packed_bytes_q8_0(int64_t n_in, int64_t n_act);
+void bg_amx_pack_q8_0(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act, int64_t block,
+                      void *packed);
+void bg_gemm_q8_0_amx(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
                       const void *packed, int64_t n_act, float *y, size_t y_stride);
 float bg_dot_q5_K_avx512(int64_t n, const void *w, const void *a);
 float bg_dot_q6_K_avx512(int64_t n, const void *w, const void *a);

@@ -207,7 +207,7 @@ static void check_gemm(bg_type type)
     double worst = 0;
     int checked = 0;
     for (size_t bi = 0; bi < sizeof blocks / sizeof *blocks; bi++) {
-        const int64_t n = blocks[bi] * (int64_t)wi->block_elems;
+        const int64_t n = blocks[bi] * BG_GEMM_COLS;
         const size_t wrow = (size_t)(n / wi->block_elems) * wi->block_bytes + 5;
         const size_t arow = (size_t)(n / ai->block_elems) * ai->block_bytes + 3;
         const int64_t n_act = acts[bi];
