@@ -223,8 +223,10 @@ static void parity_file(const char *preset, const char *type_name, const brigade
                   "%s: batched, NMSE %.3e vs llama.cpp token by token exceeds 2 x %.3e + 1e-5",
                   what, bat_tok.nmse, self.nmse);
         }
-        CHECK(bat_tok.argmax >= min_argmax, "%s: batched, argmax agrees at only %.1f%%", what,
-              100 * bat_tok.argmax);
+        /* batched argmax: min_argmax, or as often as llama.cpp's own modes agree */
+        const double bat_argmax = experts_used && self.argmax < min_argmax ? self.argmax : min_argmax;
+        CHECK(bat_tok.argmax >= bat_argmax, "%s: batched, argmax agrees at only %.1f%% (llama.cpp's "
+              "own modes: %.1f%%)", what, 100 * bat_tok.argmax, 100 * self.argmax);
     }
     free(ref_tok);
     free(ref_bat);
