@@ -124,6 +124,11 @@ void bg_amx_pack_q8_K(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act
     }
 }
 
+/* gcc's tile intrinsics are asm without a memory clobber: fence the
+ * compiler so buffers are written before a tile load and read after a
+ * tile store. */
+#define AMX_FENCE() __asm__ volatile("" ::: "memory")
+
 /* Tile registers: 0/3 the 16 x 16 s32 results, 1/4 the 16 x k weight codes,
  * 2/5 the k x 16 activation codes, k the codes of one scale's group (32 for
  * Q4_K, 16 for Q6_K); two sets, so one group's multiply can run while the
@@ -145,59 +150,12 @@ BG_AMX static void amx_configure(int k)
         c.colsb[t] = (uint16_t)colsb[t];
         c.rows[t] = (uint8_t)rows[t];
     }
-    _tile_loadconfig(&c);
-}
-
-/* gcc's tile intrinsics are asm without a memory clobber: fence the
- * compiler so buffers are written before a tile load and read after a
- * tile store. */
-#define AMX_FENCE() __asm__ volatile("" ::: "memory")
-
-/* A Q4_K stripe chunk unpacked: codes[s][m][k], and per row m scale[s][m][j],
- * min pairs[s][m][p] (mins 2p low, 2p + 1 high, s16), d and dmin. */
-typedef struct k4_stripe {
-    uint8_t codes[AMX_CHUNK][16][BG_QK_K];
-    int32_t scale[AMX_CHUNK][16][8];
-    int32_t min_pair[AMX_CHUNK][16][4];
-    float d[AMX_CHUNK][16], dmin[AMX_CHUNK][16];
-} k4_stripe;
-
-/* The six-bit scale and min of group j from Q4_K's 12 packed bytes (layout
- * in quant.c). */
-static void k4_scale_min(const uint8_t *q, int j, int32_t *sc, int *mn)
-{
-    if (j < 4) {
-        *sc = q[j] & 63;
-        *mn = q[j + 4] & 63;
-    } else {
-        *sc = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
-        *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    for (int t = 6; t < 8; t++) { /* Q4_K's second pair of result tiles */
+        c.colsb[t] = 64;
+        c.rows[t] = 16;
     }
-}
-
-BG_AMX static void k4_unpack(const uint8_t *w, size_t w_stride, int64_t b0, int nc,
-                             k4_stripe *st)
-{
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int m = 0; m < 16; m++)
-        for (int s = 0; s < nc; s++) {
-            const bg_block_q4_K *blk = (const bg_block_q4_K *)(w + (size_t)m * w_stride) + b0 + s;
-            for (int c = 0; c < 4; c++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(blk->qs + 32 * c));
-                _mm256_storeu_si256((__m256i *)(st->codes[s][m] + 64 * c), _mm256_and_si256(v, m4));
-                _mm256_storeu_si256((__m256i *)(st->codes[s][m] + 64 * c + 32),
-                                    _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-            }
-            int mn[8];
-            for (int j = 0; j < 8; j++)
-                k4_scale_min(blk->scales, j, &st->scale[s][m][j], &mn[j]);
-            for (int p = 0; p < 4; p++)
-                st->min_pair[s][m][p] = s16_pair(mn[2 * p], mn[2 * p + 1]);
-            uint16_t h[2];
-            memcpy(h, &blk->d, sizeof h);
-            st->d[s][m] = _cvtsh_ss(h[0]);
-            st->dmin[s][m] = _cvtsh_ss(h[1]);
-        }
+    AMX_FENCE();
+    _tile_loadconfig(&c);
 }
 
 /* A group's products into c (16 x 16 s32): weight codes at wa (rows
@@ -237,44 +195,142 @@ BG_AMX static void amx_store(const __m512 f[16], float *y, size_t y_stride, int 
     }
 }
 
-/* One stripe of 16 Q4_K rows. */
+/* Q4_K with the group scales folded into the weight codes, so that a
+ * super-block's 256 products run as four 64-deep tile multiplies with no
+ * per-group pass through memory. code x scale (up to 15 x 63) does not fit
+ * a byte, so the six-bit scale is split, s = 8 hi + lo, and the stripe is
+ * unpacked twice: code x hi and code x lo (both <= 105, unsigned bytes).
+ * The super-block's sum is 8 (codes.hi . a) + (codes.lo . a), exact in
+ * int32 like the dots' sums. */
+typedef struct k4_stripe {
+    uint8_t hi[AMX_CHUNK][16][BG_QK_K]; /* code x (scale >> 3), row m */
+    uint8_t lo[AMX_CHUNK][16][BG_QK_K]; /* code x (scale & 7) */
+    int32_t min_pair[AMX_CHUNK][16][4]; /* mins 2p (low s16) and 2p + 1 (high) */
+    float d[AMX_CHUNK][16], dmin[AMX_CHUNK][16];
+} k4_stripe;
+
+/* Q4_K's 12 scale bytes (layout in quant.c) as eight six-bit scales and
+ * eight mins, one per byte, group j in byte j. */
+static void k4_scales_mins(const uint8_t q[12], uint64_t *scales, uint64_t *mins)
+{
+    uint32_t w[3];
+    memcpy(w, q, sizeof w);
+    *scales = (uint64_t)(w[0] & 0x3f3f3f3fu) |
+              (uint64_t)((w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u)) << 32;
+    *mins = (uint64_t)(w[1] & 0x3f3f3f3fu) |
+            (uint64_t)(((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u)) << 32;
+}
+
+BG_AMX static void k4_unpack(const uint8_t *w, size_t w_stride, int64_t b0, int nc,
+                             k4_stripe *st)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    /* Chunk c of a super-block holds groups 2c (low nibbles) and 2c + 1
+     * (high): each 16-bit lane of the unpacked 64 codes takes its group's
+     * scale byte, zero-extended. */
+    __m512i pick[4];
+    for (int c = 0; c < 4; c++) {
+        const __m512i a = _mm512_set1_epi16((int16_t)(0xFF00 | 2 * c));
+        const __m512i b = _mm512_set1_epi16((int16_t)(0xFF00 | (2 * c + 1)));
+        pick[c] = _mm512_inserti64x4(a, _mm512_castsi512_si256(b), 1);
+    }
+    for (int m = 0; m < 16; m++)
+        for (int s = 0; s < nc; s++) {
+            const bg_block_q4_K *blk = (const bg_block_q4_K *)(w + (size_t)m * w_stride) + b0 + s;
+            uint64_t sc, mn;
+            k4_scales_mins(blk->scales, &sc, &mn);
+            const __m512i sc_hi = _mm512_set1_epi64((long long)((sc >> 3) & 0x0707070707070707u));
+            const __m512i sc_lo = _mm512_set1_epi64((long long)(sc & 0x0707070707070707u));
+            for (int c = 0; c < 4; c++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(blk->qs + 32 * c));
+                const __m512i codes = _mm512_and_si512(
+                    _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1), m4);
+                /* per byte: code x scale <= 105, so no carry crosses a byte */
+                _mm512_storeu_si512(st->hi[s][m] + 64 * c,
+                                    _mm512_mullo_epi16(codes, _mm512_shuffle_epi8(sc_hi, pick[c])));
+                _mm512_storeu_si512(st->lo[s][m] + 64 * c,
+                                    _mm512_mullo_epi16(codes, _mm512_shuffle_epi8(sc_lo, pick[c])));
+            }
+            _mm_storeu_si128((__m128i *)st->min_pair[s][m],
+                             _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn)));
+            uint16_t h[2];
+            memcpy(h, &blk->d, sizeof h);
+            st->d[s][m] = _cvtsh_ss(h[0]);
+            st->dmin[s][m] = _cvtsh_ss(h[1]);
+        }
+}
+
+/* A super-block's two integer products into tiles C_HI and C_LO (the
+ * activation tile reloaded per 64 codes into tile 4, the weight tiles into
+ * 2 and 3). */
+#define K4_SUPERBLOCK(C_HI, C_LO, st, s, a)                                                 \
+    do {                                                                                    \
+        _tile_zero(C_HI);                                                                   \
+        _tile_zero(C_LO);                                                                   \
+        for (int c_ = 0; c_ < 4; c_++) {                                                    \
+            _tile_loadd(2, (st).hi[s][0] + 64 * c_, BG_QK_K);                               \
+            _tile_loadd(3, (st).lo[s][0] + 64 * c_, BG_QK_K);                               \
+            _tile_loadd(4, (a)->q[16 * c_], 64);                                            \
+            _tile_dpbusd(C_HI, 2, 4);                                                       \
+            _tile_dpbusd(C_LO, 3, 4);                                                       \
+        }                                                                                   \
+    } while (0)
+
+/* f[m] += d_m da (8 hi[m] + lo[m]) - dmin_m da (mins_m . group sums of a). */
+BG_AMX static inline void k4_superblock_finish(__m512 f[16], const int32_t hi[16][16],
+                                               const int32_t lo[16][16], const k4_stripe *st,
+                                               int s, const bg_amx_act *a)
+{
+    const __m512 da = _mm512_loadu_ps(a->d);
+    const __m512i g0 = _mm512_loadu_si512(a->sum32_pair[0]), g1 = _mm512_loadu_si512(a->sum32_pair[1]),
+                  g2 = _mm512_loadu_si512(a->sum32_pair[2]), g3 = _mm512_loadu_si512(a->sum32_pair[3]);
+    for (int m = 0; m < 16; m++) {
+        const __m512i sum = _mm512_add_epi32(_mm512_slli_epi32(_mm512_loadu_si512(hi[m]), 3),
+                                             _mm512_loadu_si512(lo[m]));
+        const int32_t *mp = st->min_pair[s][m];
+        __m512i mins = _mm512_madd_epi16(_mm512_set1_epi32(mp[0]), g0);
+        mins = _mm512_dpwssd_epi32(mins, _mm512_set1_epi32(mp[1]), g1);
+        mins = _mm512_dpwssd_epi32(mins, _mm512_set1_epi32(mp[2]), g2);
+        mins = _mm512_dpwssd_epi32(mins, _mm512_set1_epi32(mp[3]), g3);
+        f[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
+                               _mm512_mul_ps(_mm512_set1_ps(st->d[s][m]), da), f[m]);
+        f[m] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins),
+                                _mm512_mul_ps(_mm512_set1_ps(st->dmin[s][m]), da), f[m]);
+    }
+}
+
+/* One stripe of 16 Q4_K rows. Super-blocks alternate between two pairs of
+ * result tiles (0/1 and 5/6), so one's products run while the other's are
+ * read back and scaled. */
 BG_AMX static void k4_stripe_gemm(int64_t n_in, const uint8_t *w, size_t w_stride,
                                   const bg_amx_act *acts, int64_t n_act, float *y, size_t y_stride)
 {
     static _Thread_local k4_stripe st;
-    _Alignas(64) int32_t c0[16][16], c1[16][16];
+    _Alignas(64) int32_t c[2][2][16][16]; /* [tile pair][hi, lo] */
     const int64_t nb = n_in / BG_QK_K;
     for (int64_t b0 = 0; b0 < nb; b0 += AMX_CHUNK) {
         const int nc = nb - b0 < AMX_CHUNK ? (int)(nb - b0) : AMX_CHUNK;
         k4_unpack(w, w_stride, b0, nc, &st);
         AMX_FENCE();
         for (int64_t blk = 0; blk * 16 < n_act; blk++) {
+            const bg_amx_act *a = acts + blk * nb + b0;
             __m512 f[16];
             for (int m = 0; m < 16; m++)
                 f[m] = _mm512_setzero_ps();
-            for (int s = 0; s < nc; s++) {
-                const bg_amx_act *a = acts + blk * nb + b0 + s;
-                const uint8_t *codes = &st.codes[s][0][0];
-                __m512i acc[16];
-                for (int m = 0; m < 16; m++)
-                    acc[m] = _mm512_setzero_si512();
-                for (int j = 0; j < 8; j += 2) {
-                    AMX_GROUP(0, 1, 2, codes + 32 * j, a->q[8 * j], c0);
-                    AMX_GROUP(3, 4, 5, codes + 32 * (j + 1), a->q[8 * (j + 1)], c1);
-                    amx_scale_add(acc, (const int32_t(*)[16])c0, &st.scale[s][0][j], 8);
-                    amx_scale_add(acc, (const int32_t(*)[16])c1, &st.scale[s][0][j + 1], 8);
+            for (int s = 0; s < nc; s += 2) {
+                K4_SUPERBLOCK(0, 1, st, s, a + s);
+                if (s + 1 < nc)
+                    K4_SUPERBLOCK(5, 6, st, s + 1, a + s + 1);
+                _tile_stored(0, c[0][0], 64);
+                _tile_stored(1, c[0][1], 64);
+                if (s + 1 < nc) {
+                    _tile_stored(5, c[1][0], 64);
+                    _tile_stored(6, c[1][1], 64);
                 }
-                const __m512 da = _mm512_loadu_ps(a->d);
-                for (int m = 0; m < 16; m++) {
-                    __m512i mins = _mm512_setzero_si512();
-                    for (int p = 0; p < 4; p++)
-                        mins = _mm512_dpwssd_epi32(mins, _mm512_set1_epi32(st.min_pair[s][m][p]),
-                                                   _mm512_loadu_si512(a->sum32_pair[p]));
-                    f[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[m]),
-                                           _mm512_mul_ps(_mm512_set1_ps(st.d[s][m]), da), f[m]);
-                    f[m] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins),
-                                            _mm512_mul_ps(_mm512_set1_ps(st.dmin[s][m]), da), f[m]);
-                }
+                AMX_FENCE();
+                k4_superblock_finish(f, c[0][0], c[0][1], &st, s, a + s);
+                if (s + 1 < nc)
+                    k4_superblock_finish(f, c[1][0], c[1][1], &st, s + 1, a + s + 1);
             }
             const int nt = n_act - blk * 16 < 16 ? (int)(n_act - blk * 16) : 16;
             amx_store(f, y + (size_t)blk * 16 * y_stride, y_stride, nt, b0 > 0);
@@ -293,7 +349,7 @@ void bg_gemm_q4_K_amx(int64_t n_in, const void *w, size_t w_stride, int64_t n_ro
      * put back whatever was configured before. */
     _Alignas(64) amx_config saved;
     _tile_storeconfig(&saved);
-    amx_configure(32);
+    amx_configure(64);
     for (int64_t r = 0; r < n_rows; r += 16)
         k4_stripe_gemm(n_in, (const uint8_t *)w + (size_t)r * w_stride, w_stride, packed, n_act,
                        y + r, y_stride);

@@ -112,8 +112,18 @@ static double expsum16_scalar(float *y, const float *x, float max, int64_t n)
     return sum;
 }
 
-static const bg_ops_impl ops_scalar = {"scalar", silu16_scalar, swiglu16_scalar, dot64_scalar,
-                                       axpy16_scalar, expsum16_scalar};
+static float delta64_scalar(float *row, const float *k, const float *q, float g, float v,
+                            float beta, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        row[i] *= g;
+    axpy16_scalar(row, k, (v - dot64_scalar(row, k, n)) * beta, n);
+    return dot64_scalar(row, q, n);
+}
+
+static const bg_ops_impl ops_scalar = {"scalar",      silu16_scalar, swiglu16_scalar,
+                                       dot64_scalar,  axpy16_scalar, expsum16_scalar,
+                                       delta64_scalar};
 
 #ifdef BG_OPS_X86
 static bool cpu_has_avx2(void)
@@ -198,6 +208,17 @@ void bg_axpy(float *y, const float *x, float a, int64_t n)
     impl()->axpy16(y, x, a, nv);
     for (int64_t i = nv; i < n; i++)
         y[i] = fmaf(x[i], a, y[i]);
+}
+
+float bg_delta_rule_row(float *row, const float *k, const float *q, float g, float v, float beta,
+                        int64_t n)
+{
+    if (n % 64 == 0)
+        return impl()->delta64(row, k, q, g, v, beta, n);
+    for (int64_t i = 0; i < n; i++)
+        row[i] *= g;
+    bg_axpy(row, k, (v - bg_dot_f32(row, k, n)) * beta, n);
+    return bg_dot_f32(row, q, n);
 }
 
 void bg_softmax(float *x, int64_t n, float scale)

@@ -38,6 +38,13 @@ float bg_dot_f32(const float *x, const float *y, int64_t n);
 /* y += x * a, each element one fused multiply-add (ggml_vec_mad_f32). */
 void bg_axpy(float *y, const float *x, float a, int64_t n);
 
+/* One row of Gated DeltaNet's delta rule for one token: row *= g, then
+ * d = (v - row . k) * beta, row += k d, and returns row . q; the dots and
+ * the update as bg_dot_f32 and bg_axpy (the same bits), in one call so the
+ * row is read from cache once per step rather than per function. */
+float bg_delta_rule_row(float *row, const float *k, const float *q, float g, float v, float beta,
+                        int64_t n);
+
 /* Softmax of x[0..n) scaled by `scale`, in place, as ggml's soft_max: exp
  * of 16 lanes at a time (expf for the tail), each group's lane sum added
  * to a double, then scaled by the float of 1/sum. */
@@ -63,6 +70,8 @@ typedef struct bg_ops_impl {
     float (*dot64)(const float *x, const float *y, int64_t n);
     void (*axpy16)(float *y, const float *x, float a, int64_t n);
     double (*expsum16)(float *y, const float *x, float max, int64_t n); /* y = exp(x - max) */
+    float (*delta64)(float *row, const float *k, const float *q, float g, float v, float beta,
+                     int64_t n); /* bg_delta_rule_row */
 } bg_ops_impl;
 
 int bg_ops_impls(bg_ops_impl *out, int cap);

@@ -96,6 +96,35 @@ BG_AVX512_F static double expsum16_avx512(float *y, const float *x, float max, i
     return sum;
 }
 
-const bg_ops_impl bg_ops_avx512 = {"avx512", silu16_avx512, swiglu16_avx512, dot64_avx512,
-                                   axpy16_avx512, expsum16_avx512};
+/* dot64's accumulators and reduction, the scaling fused into the first
+ * pass and the update into the second. */
+BG_AVX512_F static float delta64_avx512(float *row, const float *k, const float *q, float g,
+                                        float v, float beta, int64_t n)
+{
+    const __m512 vg = _mm512_set1_ps(g);
+    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                   _mm512_setzero_ps()};
+    for (int64_t i = 0; i < n; i += 64)
+        for (int j = 0; j < 4; j++) {
+            const __m512 r = _mm512_mul_ps(_mm512_loadu_ps(row + i + 16 * j), vg);
+            _mm512_storeu_ps(row + i + 16 * j, r);
+            a[j] = _mm512_fmadd_ps(r, _mm512_loadu_ps(k + i + 16 * j), a[j]);
+        }
+    const float d =
+        (v - reduce16(_mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3])))) * beta;
+    const __m512 vd = _mm512_set1_ps(d);
+    __m512 b[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                   _mm512_setzero_ps()};
+    for (int64_t i = 0; i < n; i += 64)
+        for (int j = 0; j < 4; j++) {
+            const __m512 r = _mm512_fmadd_ps(_mm512_loadu_ps(k + i + 16 * j), vd,
+                                             _mm512_loadu_ps(row + i + 16 * j));
+            _mm512_storeu_ps(row + i + 16 * j, r);
+            b[j] = _mm512_fmadd_ps(r, _mm512_loadu_ps(q + i + 16 * j), b[j]);
+        }
+    return reduce16(_mm512_add_ps(_mm512_add_ps(b[0], b[2]), _mm512_add_ps(b[1], b[3])));
+}
+
+const bg_ops_impl bg_ops_avx512 = {"avx512",      silu16_avx512, swiglu16_avx512, dot64_avx512,
+                                   axpy16_avx512, expsum16_avx512, delta64_avx512};
 #endif

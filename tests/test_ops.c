@@ -66,6 +66,15 @@ int main(void)
             impl[0].axpy16(ref, x + 16, 0.37f, N - 16);
             impl[v].axpy16(got, x + 16, 0.37f, N - 16);
             CHECK(same_bits(ref, got, N), "%s axpy differs at scale %g", name, scales[sc]);
+            memcpy(ref, y, sizeof y);
+            memcpy(got, y, sizeof y);
+            for (int64_t n = 64; n <= 256; n += 64) {
+                const float o0 = impl[0].delta64(ref, x, x + 512, 0.93f, 0.25f, 0.6f, n);
+                const float o1 = impl[v].delta64(got, x, x + 512, 0.93f, 0.25f, 0.6f, n);
+                CHECK(same_bits(ref, got, N) && same_bits(&o0, &o1, 1),
+                      "%s delta rule row of %lld differs at scale %g", name, (long long)n,
+                      scales[sc]);
+            }
             double s0 = impl[0].expsum16(ref, x, 1.5f, N), s1 = impl[v].expsum16(got, x, 1.5f, N);
             CHECK(same_bits(ref, got, N) && (s0 == s1 || (isnan(s0) && isnan(s1))),
                   "%s exp differs at scale %g", name, scales[sc]);

@@ -77,8 +77,18 @@ static void qk_norm_task(void *ctx, int64_t task, unsigned worker)
     }
 }
 
+/* Rows of a head's state updated together for every token of the
+ * micro-batch: 8 rows of 128 floats (4 KB) stay in L1 while the tokens'
+ * keys and queries stream past, instead of the whole 64 KB state being
+ * read twice per token. */
+enum { DELTA_ROWS_PER_PASS = 8 };
+
 /* Value head h's delta rule over every token of the micro-batch, in order,
- * each token on its sequence's state; o = M q / sqrt(S) into s->attn. */
+ * each token on its sequence's state; o = M q / sqrt(S) into s->attn. The
+ * rows of M are independent (row r reads only row r, k, q and v[r]), so
+ * each block of rows runs over all tokens before the next: every value
+ * gets the arithmetic, and the order, of ggml's whole-matrix steps (M *=
+ * exp(g), then M k, the rank-one update and M q). */
 static void head_task(void *ctx, int64_t task, unsigned worker)
 {
     (void)worker;
@@ -88,24 +98,20 @@ static void head_task(void *ctx, int64_t task, unsigned worker)
     const int64_t S = hp->ssm_state_size, Hk = hp->ssm_group_count, Hv = hp->ssm_time_step_rank;
     const int64_t key_dim = S * Hk, h = task;
     const float scale = 1.0f / sqrtf((float)S);
-    for (uint32_t i = 0; i < s->n_tok; i++) {
-        const float *qkv = s->q + i * s->q_width;
-        /* value heads share key heads by tiling, as llama.cpp repeats them */
-        const float *qh = qkv + (h % Hk) * S, *kh = qkv + key_dim + (h % Hk) * S;
-        const float *vh = qkv + 2 * key_dim + h * S;
-        const float *beta = s->heads + (size_t)i * 2 * Hv, *decay = beta + Hv;
-        float *M = bg_seq_ssm(s, j->st, s->tok_seq[i]) + h * S * S;
-        float *o = s->attn + i * s->a_width + h * S;
-        const float g = expf(decay[h]);
-        for (int64_t e = 0; e < S * S; e++)
-            M[e] *= g;
-        /* rows are independent: ggml's order (all of M k, the rank-one
-         * update, then M q) gives the same bits row by row */
-        for (int64_t r = 0; r < S; r++) {
-            float *row = M + r * S;
-            const float d = (vh[r] - bg_dot_f32(row, kh, S)) * beta[h];
-            bg_axpy(row, kh, d, S);
-            o[r] = bg_dot_f32(row, qh, S) * scale;
+    for (int64_t r0 = 0; r0 < S; r0 += DELTA_ROWS_PER_PASS) {
+        const int64_t r1 = r0 + DELTA_ROWS_PER_PASS < S ? r0 + DELTA_ROWS_PER_PASS : S;
+        for (uint32_t i = 0; i < s->n_tok; i++) {
+            const float *qkv = s->q + i * s->q_width;
+            /* value heads share key heads by tiling, as llama.cpp repeats them */
+            const float *qh = qkv + (h % Hk) * S, *kh = qkv + key_dim + (h % Hk) * S;
+            const float *vh = qkv + 2 * key_dim + h * S;
+            const float *beta = s->heads + (size_t)i * 2 * Hv, *decay = beta + Hv;
+            float *M = bg_seq_ssm(s, j->st, s->tok_seq[i]) + h * S * S;
+            float *o = s->attn + i * s->a_width + h * S;
+            const float g = expf(decay[h]);
+            for (int64_t r = r0; r < r1; r++) {
+                o[r] = bg_delta_rule_row(M + r * S, kh, qh, g, vh[r], beta[h], S) * scale;
+            }
         }
     }
 }
