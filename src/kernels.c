@@ -189,6 +189,19 @@ bg_dot_multi_fn bg_kernel_dot_multi(bg_type type)
     return chosen_multi[type];
 }
 
+bg_quantize_fn bg_kernel_quantize_activations(bg_type type)
+{
+    const bg_quant_ops *ops = bg_quant_ops_get(type);
+    if (!ops)
+        return NULL;
+#ifdef BG_KERNELS_X86
+    pthread_once(&chosen_once, choose_all);
+    if (type == BG_TYPE_Q8_K && cpu_has_avx512())
+        return bg_quantize_q8_K_avx512;
+#endif
+    return ops->quantize_activations;
+}
+
 const bg_gemm_kernel *bg_kernel_gemm(bg_type type)
 {
     if ((unsigned)type >= BG_TYPE_COUNT)

@@ -59,6 +59,12 @@ typedef struct bg_gemm_kernel {
  * otherwise. */
 const bg_gemm_kernel *bg_kernel_gemm(bg_type type);
 
+/* Activations of n floats into `type` as the quant ops'
+ * quantize_activations does it, bitwise, SIMD where this processor has it;
+ * NULL where the type has no quant ops. */
+typedef void (*bg_quantize_fn)(const float *src, void *dst, int64_t n);
+bg_quantize_fn bg_kernel_quantize_activations(bg_type type);
+
 /* Every variant this processor can run for `type`, the scalar reference
  * first; returns how many (at most cap are written). */
 size_t bg_kernel_dot_variants(bg_type type, bg_dot_variant *out, size_t cap);
@@ -103,6 +109,7 @@ void bg_dot_multi_q5_K_avx512(int64_t n, const void *w, const void *a, size_t a_
 void bg_dot_multi_q6_K_avx512(int64_t n, const void *w, const void *a, size_t a_stride, int na,
                               float *out);
 float bg_dot_q4_K_avx512(int64_t n, const void *w, const void *a);
+void bg_quantize_q8_K_avx512(const float *src, void *dst, int64_t n);
 size_t bg_amx_packed_bytes(int64_t n_in, int64_t n_act);
 void bg_amx_pack_q8_K(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act, int64_t block,
                       void *packed);

@@ -296,4 +296,45 @@ BG_AVX512 void bg_dot_multi_q6_K_avx512(int64_t n, const void *w, const void *a,
         out[t] = kq_hsum(acc[t]);
 }
 
+/* quantize_q8_K of quant.c, 16 codes (one block sum) a vector: the first
+ * element of largest magnitude sets the scale -127 / max, codes round to
+ * nearest even as the reference's magic-number addition does, and a NaN
+ * (which the reference skips when finding max) becomes code 0 as there. */
+void bg_quantize_q8_K_avx512(const float *src, void *dst, int64_t n) BG_AVX512;
+
+void bg_quantize_q8_K_avx512(const float *src, void *dst, int64_t n)
+{
+    bg_block_q8_K *y = dst;
+    for (int64_t b = 0; b < n / BG_QK_K; b++, src += BG_QK_K) {
+        __m512 amax16 = _mm512_setzero_ps();
+        for (int i = 0; i < 16; i++) /* a NaN lane keeps the running max */
+            amax16 = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(src + 16 * i)), amax16);
+        const float amax = _mm512_reduce_max_ps(amax16);
+        if (amax == 0.0f) {
+            memset(&y[b], 0, sizeof y[b]);
+            continue;
+        }
+        float max = 0;
+        for (int i = 0; i < 16; i++) {
+            const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(src + 16 * i)),
+                                                     _mm512_set1_ps(amax), _CMP_EQ_OQ);
+            if (hit) {
+                max = src[16 * i + __builtin_ctz(hit)];
+                break;
+            }
+        }
+        const float iscale = -127.f / max;
+        const __m512 vs = _mm512_set1_ps(iscale);
+        for (int i = 0; i < 16; i++) {
+            const __m512 x = _mm512_loadu_ps(src + 16 * i);
+            const __mmask16 num = _mm512_cmp_ps_mask(x, x, _CMP_ORD_Q);
+            const __m512i q = _mm512_min_epi32(
+                _mm512_maskz_cvtps_epi32(num, _mm512_mul_ps(vs, x)), _mm512_set1_epi32(127));
+            _mm_storeu_si128((__m128i *)(y[b].qs + 16 * i), _mm512_cvtepi32_epi8(q));
+            y[b].bsums[i] = (int16_t)_mm512_reduce_add_epi32(q);
+        }
+        y[b].d = 1 / iscale;
+    }
+}
+
 #endif

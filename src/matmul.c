@@ -145,7 +145,7 @@ static bool matmul_tiled(bg_pool *pool, const bg_gemm_kernel *k, const bg_matrix
 }
 
 typedef struct convert_job {
-    const bg_quant_ops *aops;
+    bg_quantize_fn quantize;
     const float *x;
     size_t x_stride;
     uint8_t *xq;
@@ -156,7 +156,7 @@ static void convert_task(void *ctx, int64_t i, unsigned worker)
 {
     (void)worker;
     const convert_job *c = ctx;
-    c->aops->quantize_activations(c->x + i * c->x_stride, c->xq + i * c->xq_row, (int64_t)c->n_in);
+    c->quantize(c->x + i * c->x_stride, c->xq + i * c->xq_row, (int64_t)c->n_in);
 }
 
 /* y_m = W_m x for the count (1 or 2) matrices, which share n_in and type. */
@@ -165,12 +165,11 @@ static void matmul_n(bg_pool *pool, const bg_matrix *const *ws, float *const *ys
 {
     const bg_matrix *w = ws[0];
     const bg_quant_ops *ops = bg_quant_ops_get((bg_type)w->type);
-    const bg_quant_ops *aops = bg_quant_ops_get(ops->dot_type);
     uint64_t xq_row = 0;
     bg_type_row_bytes(ops->dot_type, w->n_in, &xq_row);
     uint8_t *xq = scratch;
     /* rows converted on the pool too when there are many of them */
-    convert_job c = {aops, x, x_stride, xq, xq_row, w->n_in};
+    convert_job c = {bg_kernel_quantize_activations(ops->dot_type), x, x_stride, xq, xq_row, w->n_in};
     if (pool && n >= 16)
         bg_pool_run(pool, n, convert_task, &c);
     else

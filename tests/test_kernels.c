@@ -274,6 +274,45 @@ static void check_vec_f16(void)
     }
 }
 
+/* The activation quantizers matmul uses against the quant ops' own, to
+ * the bit: every distribution, a zero block, ties of +max and -max (the
+ * first wins), NaN and infinity. */
+static void check_quantize_activations(void)
+{
+    const bg_type types[] = {BG_TYPE_Q8_0, BG_TYPE_Q8_1, BG_TYPE_Q8_K};
+    enum { N = 4 * 256 };
+    static float x[N];
+    static uint8_t ref[2 * N], got[2 * N];
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        const bg_quant_ops *ops = bg_quant_ops_get(types[i]);
+        bg_quantize_fn fn = bg_kernel_quantize_activations(types[i]);
+        CHECK(ops && fn, "%s has an activation quantizer", bg_type_get(types[i])->name);
+        if (!ops || !fn)
+            continue;
+        uint64_t bytes = 0;
+        bg_type_row_bytes(types[i], N, &bytes);
+        for (int d = 0; d < 4; d++)
+            for (int rep = 0; rep < 50; rep++) {
+                fill(x, N, (dist)d);
+                memset(x + 256, 0, 256 * sizeof(float)); /* a zero block */
+                if (rep % 5 == 1) { /* +max and -max: the first sets the sign */
+                    x[512 + 7] = 9.5f;
+                    x[512 + 200] = -9.5f;
+                    x[768 + 3] = -9.5f;
+                    x[768 + 10] = 9.5f; /* in the same 16 */
+                }
+                if (rep % 5 == 2)
+                    x[17] = NAN, x[600] = INFINITY, x[900] = -INFINITY;
+                memset(ref, 0xA5, sizeof ref);
+                memset(got, 0xA5, sizeof got);
+                ops->quantize_activations(x, ref, N);
+                fn(x, got, N);
+                CHECK(memcmp(ref, got, bytes) == 0, "%s activations (%s, try %d) differ from the reference",
+                      bg_type_get(types[i])->name, dist_name[d], rep);
+            }
+    }
+}
+
 int main(void)
 {
     static const bg_type types[] = {BG_TYPE_F32,  BG_TYPE_F16,  BG_TYPE_BF16, BG_TYPE_Q8_0,
@@ -287,5 +326,6 @@ int main(void)
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         check_gemm(types[i]);
     check_vec_f16();
+    check_quantize_activations();
     return check_summary("test_kernels");
 }
