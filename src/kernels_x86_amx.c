@@ -129,10 +129,11 @@ void bg_amx_pack_q8_K(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act
  * tile store. */
 #define AMX_FENCE() __asm__ volatile("" ::: "memory")
 
-/* Tile registers: 0/3 the 16 x 16 s32 results, 1/4 the 16 x k weight codes,
- * 2/5 the k x 16 activation codes, k the codes of one scale's group (32 for
- * Q4_K, 16 for Q6_K); two sets, so one group's multiply can run while the
- * previous one is read back. */
+/* Tile registers, k the depth of one multiply: 0/3 the 16 x 16 s32
+ * results, 1/4 the 16 x k weight codes, 2/5 the k x 16 activation codes
+ * (Q8_0, k = 32: two sets, so one block's multiply runs while the other's
+ * is read back); with k = 64 all eight are 16 x 64 bytes (the K-quants'
+ * use, below). */
 typedef struct amx_config {
     uint8_t palette, start_row;
     uint8_t reserved[14];
@@ -158,27 +159,6 @@ BG_AMX static void amx_configure(int k)
     _tile_loadconfig(&c);
 }
 
-/* A group's products into c (16 x 16 s32): weight codes at wa (rows
- * BG_QK_K bytes apart), activation codes at ab. Two tile sets alternate. */
-#define AMX_GROUP(T_C, T_A, T_B, wa, ab, c)                                                 \
-    do {                                                                                    \
-        _tile_zero(T_C);                                                                    \
-        _tile_loadd(T_A, (wa), BG_QK_K);                                                    \
-        _tile_loadd(T_B, (ab), 64);                                                         \
-        _tile_dpbusd(T_C, T_A, T_B);                                                        \
-        _tile_stored(T_C, (c), 64);                                                         \
-        AMX_FENCE();                                                                        \
-    } while (0)
-
-/* acc[m] (lanes: the block's activation rows) += scale[m * stride] * c[m]. */
-BG_AMX static inline void amx_scale_add(__m512i acc[16], const int32_t c[16][16],
-                                        const int32_t *scale, int stride)
-{
-    for (int m = 0; m < 16; m++)
-        acc[m] = _mm512_add_epi32(acc[m], _mm512_mullo_epi32(_mm512_loadu_si512(c[m]),
-                                                             _mm512_set1_epi32(scale[m * stride])));
-}
-
 /* Rows t < nt of the 16 x 16 block f (f[m] lane t: weight row m, activation
  * row t) into y[t * y_stride + m], added to what is there when add. */
 BG_AMX static void amx_store(const __m512 f[16], float *y, size_t y_stride, int nt, bool add)
@@ -195,19 +175,23 @@ BG_AMX static void amx_store(const __m512 f[16], float *y, size_t y_stride, int 
     }
 }
 
-/* Q4_K with the group scales folded into the weight codes, so that a
+/* K-quants with the group scales folded into the weight codes, so that a
  * super-block's 256 products run as four 64-deep tile multiplies with no
- * per-group pass through memory. code x scale (up to 15 x 63) does not fit
- * a byte, so the six-bit scale is split, s = 8 hi + lo, and the stripe is
- * unpacked twice: code x hi and code x lo (both <= 105, unsigned bytes).
- * The super-block's sum is 8 (codes.hi . a) + (codes.lo . a), exact in
- * int32 like the dots' sums. */
-typedef struct k4_stripe {
-    uint8_t hi[AMX_CHUNK][16][BG_QK_K]; /* code x (scale >> 3), row m */
-    uint8_t lo[AMX_CHUNK][16][BG_QK_K]; /* code x (scale & 7) */
-    int32_t min_pair[AMX_CHUNK][16][4]; /* mins 2p (low s16) and 2p + 1 (high) */
+ * per-group pass through memory. A weight times its scale does not fit a
+ * byte, so each is split in two byte planes, hi and lo, and the
+ * super-block's integer sum (exact in int32, like the dots') is
+ *  - Q4_K: code x scale, the six-bit scale split s = 8 hi + lo (both
+ *    products <= 105, unsigned): 8 (hi . a) + (lo . a); the mins are
+ *    applied after, with the activations' 32-code sums;
+ *  - Q6_K: (code - 32) x scale (|.| <= 32 x 128) split into its signed
+ *    high byte (-16 .. 15, TDPBSSD) and unsigned low byte (TDPBUSD):
+ *    256 (hi . a) + (lo . a), the codes' offset already inside. */
+typedef struct folded_stripe {
+    uint8_t hi[AMX_CHUNK][16][BG_QK_K]; /* row m's hi plane (Q6_K: as int8) */
+    uint8_t lo[AMX_CHUNK][16][BG_QK_K];
+    int32_t min_pair[AMX_CHUNK][16][4]; /* Q4_K: mins 2p (low s16) and 2p + 1 (high) */
     float d[AMX_CHUNK][16], dmin[AMX_CHUNK][16];
-} k4_stripe;
+} folded_stripe;
 
 /* Q4_K's 12 scale bytes (layout in quant.c) as eight six-bit scales and
  * eight mins, one per byte, group j in byte j. */
@@ -222,7 +206,7 @@ static void k4_scales_mins(const uint8_t q[12], uint64_t *scales, uint64_t *mins
 }
 
 BG_AMX static void k4_unpack(const uint8_t *w, size_t w_stride, int64_t b0, int nc,
-                             k4_stripe *st)
+                             folded_stripe *st)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     /* Chunk c of a super-block holds groups 2c (low nibbles) and 2c + 1
@@ -260,10 +244,56 @@ BG_AMX static void k4_unpack(const uint8_t *w, size_t w_stride, int64_t b0, int 
         }
 }
 
-/* A super-block's two integer products into tiles C_HI and C_LO (the
- * activation tile reloaded per 64 codes into tile 4, the weight tiles into
- * 2 and 3). */
-#define K4_SUPERBLOCK(C_HI, C_LO, st, s, a)                                                 \
+/* Q6_K's codes: per 128-code half c, byte l < 64 of ql holds code l low
+ * and code l + 64 high (four bits each); bits 2i, 2i + 1 of qh byte l < 32
+ * are the top two bits of code l + 32 i. */
+BG_AMX static void k6_unpack(const uint8_t *w, size_t w_stride, int64_t b0, int nc,
+                             folded_stripe *st)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
+    const __m512i offset = _mm512_set1_epi16(32);
+    /* codes 32k .. 32k + 31 are groups 2k and 2k + 1: their scales, as
+     * 16-bit lanes, picked from the sixteen sign-extended ones */
+    __m512i pick[8];
+    for (int k = 0; k < 8; k++)
+        pick[k] = _mm512_inserti64x4(_mm512_set1_epi16((int16_t)(2 * k)),
+                                     _mm256_set1_epi16((int16_t)(2 * k + 1)), 1);
+    for (int m = 0; m < 16; m++)
+        for (int s = 0; s < nc; s++) {
+            const bg_block_q6_K *blk = (const bg_block_q6_K *)(w + (size_t)m * w_stride) + b0 + s;
+            const __m512i scales = _mm512_cvtepi8_epi16(
+                _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)blk->scales)));
+            for (int c = 0; c < 2; c++) {
+                const uint8_t *ql = blk->ql + 64 * c, *qh = blk->qh + 32 * c;
+                const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+                for (int half = 0; half < 2; half++) {
+                    const __m256i l = _mm256_loadu_si256((const __m256i *)(ql + 32 * half));
+                    const __m256i top_lo = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(h, 2 * half), 4), m2);
+                    const __m256i top_hi = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(h, 2 * half + 4), 4), m2);
+                    /* codes 128c + 32 half + l (low nibbles), and 64 on (high) */
+                    const __m256i codes[2] = {
+                        _mm256_or_si256(_mm256_and_si256(l, m4), top_lo),
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l, 4), m4), top_hi)};
+                    for (int u = 0; u < 2; u++) {
+                        const int k = 4 * c + 2 * u + half;
+                        const __m512i p = _mm512_mullo_epi16(
+                            _mm512_sub_epi16(_mm512_cvtepu8_epi16(codes[u]), offset),
+                            _mm512_permutexvar_epi16(pick[k], scales));
+                        _mm256_storeu_si256((__m256i *)(st->lo[s][m] + 32 * k), _mm512_cvtepi16_epi8(p));
+                        _mm256_storeu_si256((__m256i *)(st->hi[s][m] + 32 * k),
+                                            _mm512_cvtepi16_epi8(_mm512_srai_epi16(p, 8)));
+                    }
+                }
+            }
+            uint16_t h;
+            memcpy(&h, &blk->d, sizeof h);
+            st->d[s][m] = _cvtsh_ss(h);
+        }
+}
+
+/* A super-block's two integer products into tiles C_HI and C_LO (weight
+ * planes in tiles 2 and 3, activations in 4, 64 codes a multiply). */
+#define FOLDED_SUPERBLOCK(Q6, C_HI, C_LO, st, s, a)                                         \
     do {                                                                                    \
         _tile_zero(C_HI);                                                                   \
         _tile_zero(C_LO);                                                                   \
@@ -271,46 +301,56 @@ BG_AMX static void k4_unpack(const uint8_t *w, size_t w_stride, int64_t b0, int 
             _tile_loadd(2, (st).hi[s][0] + 64 * c_, BG_QK_K);                               \
             _tile_loadd(3, (st).lo[s][0] + 64 * c_, BG_QK_K);                               \
             _tile_loadd(4, (a)->q[16 * c_], 64);                                            \
-            _tile_dpbusd(C_HI, 2, 4);                                                       \
+            if (Q6)                                                                         \
+                _tile_dpbssd(C_HI, 2, 4);                                                   \
+            else                                                                            \
+                _tile_dpbusd(C_HI, 2, 4);                                                   \
             _tile_dpbusd(C_LO, 3, 4);                                                       \
         }                                                                                   \
     } while (0)
 
-/* f[m] += d_m da (8 hi[m] + lo[m]) - dmin_m da (mins_m . group sums of a). */
-BG_AMX static inline void k4_superblock_finish(__m512 f[16], const int32_t hi[16][16],
-                                               const int32_t lo[16][16], const k4_stripe *st,
-                                               int s, const bg_amx_act *a)
+/* f[m] += d_m da (Q4_K: 8 hi[m] + lo[m], Q6_K: 256 hi[m] + lo[m]), and for
+ * Q4_K -= dmin_m da (mins_m . 32-code sums of a). */
+BG_AMX static inline __attribute__((always_inline)) void
+folded_finish(bool q6, __m512 f[16], const int32_t hi[16][16], const int32_t lo[16][16],
+              const folded_stripe *st, int s, const bg_amx_act *a)
 {
     const __m512 da = _mm512_loadu_ps(a->d);
-    const __m512i g0 = _mm512_loadu_si512(a->sum32_pair[0]), g1 = _mm512_loadu_si512(a->sum32_pair[1]),
-                  g2 = _mm512_loadu_si512(a->sum32_pair[2]), g3 = _mm512_loadu_si512(a->sum32_pair[3]);
+    __m512i g[4];
+    for (int p = 0; p < 4; p++)
+        g[p] = q6 ? _mm512_setzero_si512() : _mm512_loadu_si512(a->sum32_pair[p]);
     for (int m = 0; m < 16; m++) {
-        const __m512i sum = _mm512_add_epi32(_mm512_slli_epi32(_mm512_loadu_si512(hi[m]), 3),
+        const __m512i sum = _mm512_add_epi32(_mm512_slli_epi32(_mm512_loadu_si512(hi[m]), q6 ? 8 : 3),
                                              _mm512_loadu_si512(lo[m]));
-        const int32_t *mp = st->min_pair[s][m];
-        __m512i mins = _mm512_madd_epi16(_mm512_set1_epi32(mp[0]), g0);
-        mins = _mm512_dpwssd_epi32(mins, _mm512_set1_epi32(mp[1]), g1);
-        mins = _mm512_dpwssd_epi32(mins, _mm512_set1_epi32(mp[2]), g2);
-        mins = _mm512_dpwssd_epi32(mins, _mm512_set1_epi32(mp[3]), g3);
         f[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
                                _mm512_mul_ps(_mm512_set1_ps(st->d[s][m]), da), f[m]);
+        if (q6)
+            continue;
+        const int32_t *mp = st->min_pair[s][m];
+        __m512i mins = _mm512_madd_epi16(_mm512_set1_epi32(mp[0]), g[0]);
+        for (int p = 1; p < 4; p++)
+            mins = _mm512_dpwssd_epi32(mins, _mm512_set1_epi32(mp[p]), g[p]);
         f[m] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins),
                                 _mm512_mul_ps(_mm512_set1_ps(st->dmin[s][m]), da), f[m]);
     }
 }
 
-/* One stripe of 16 Q4_K rows. Super-blocks alternate between two pairs of
+/* One stripe of 16 rows. Super-blocks alternate between two pairs of
  * result tiles (0/1 and 5/6), so one's products run while the other's are
  * read back and scaled. */
-BG_AMX static void k4_stripe_gemm(int64_t n_in, const uint8_t *w, size_t w_stride,
-                                  const bg_amx_act *acts, int64_t n_act, float *y, size_t y_stride)
+BG_AMX static inline __attribute__((always_inline)) void
+folded_stripe_gemm(bool q6, int64_t n_in, const uint8_t *w, size_t w_stride,
+                   const bg_amx_act *acts, int64_t n_act, float *y, size_t y_stride)
 {
-    static _Thread_local k4_stripe st;
+    static _Thread_local folded_stripe st;
     _Alignas(64) int32_t c[2][2][16][16]; /* [tile pair][hi, lo] */
     const int64_t nb = n_in / BG_QK_K;
     for (int64_t b0 = 0; b0 < nb; b0 += AMX_CHUNK) {
         const int nc = nb - b0 < AMX_CHUNK ? (int)(nb - b0) : AMX_CHUNK;
-        k4_unpack(w, w_stride, b0, nc, &st);
+        if (q6)
+            k6_unpack(w, w_stride, b0, nc, &st);
+        else
+            k4_unpack(w, w_stride, b0, nc, &st);
         AMX_FENCE();
         for (int64_t blk = 0; blk * 16 < n_act; blk++) {
             const bg_amx_act *a = acts + blk * nb + b0;
@@ -318,9 +358,9 @@ BG_AMX static void k4_stripe_gemm(int64_t n_in, const uint8_t *w, size_t w_strid
             for (int m = 0; m < 16; m++)
                 f[m] = _mm512_setzero_ps();
             for (int s = 0; s < nc; s += 2) {
-                K4_SUPERBLOCK(0, 1, st, s, a + s);
+                FOLDED_SUPERBLOCK(q6, 0, 1, st, s, a + s);
                 if (s + 1 < nc)
-                    K4_SUPERBLOCK(5, 6, st, s + 1, a + s + 1);
+                    FOLDED_SUPERBLOCK(q6, 5, 6, st, s + 1, a + s + 1);
                 _tile_stored(0, c[0][0], 64);
                 _tile_stored(1, c[0][1], 64);
                 if (s + 1 < nc) {
@@ -328,14 +368,26 @@ BG_AMX static void k4_stripe_gemm(int64_t n_in, const uint8_t *w, size_t w_strid
                     _tile_stored(6, c[1][1], 64);
                 }
                 AMX_FENCE();
-                k4_superblock_finish(f, c[0][0], c[0][1], &st, s, a + s);
+                folded_finish(q6, f, c[0][0], c[0][1], &st, s, a + s);
                 if (s + 1 < nc)
-                    k4_superblock_finish(f, c[1][0], c[1][1], &st, s + 1, a + s + 1);
+                    folded_finish(q6, f, c[1][0], c[1][1], &st, s + 1, a + s + 1);
             }
             const int nt = n_act - blk * 16 < 16 ? (int)(n_act - blk * 16) : 16;
             amx_store(f, y + (size_t)blk * 16 * y_stride, y_stride, nt, b0 > 0);
         }
     }
+}
+
+BG_AMX static void k4_stripe_gemm(int64_t n_in, const uint8_t *w, size_t w_stride,
+                                  const bg_amx_act *acts, int64_t n_act, float *y, size_t y_stride)
+{
+    folded_stripe_gemm(false, n_in, w, w_stride, acts, n_act, y, y_stride);
+}
+
+BG_AMX static void k6_stripe_gemm(int64_t n_in, const uint8_t *w, size_t w_stride,
+                                  const bg_amx_act *acts, int64_t n_act, float *y, size_t y_stride)
+{
+    folded_stripe_gemm(true, n_in, w, w_stride, acts, n_act, y, y_stride);
 }
 
 void bg_gemm_q4_K_amx(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
@@ -359,96 +411,6 @@ void bg_gemm_q4_K_amx(int64_t n_in, const void *w, size_t w_stride, int64_t n_ro
         _tile_release();
 }
 
-/* A Q6_K stripe chunk unpacked: codes[s][m][k] (the stored six bits, code +
- * 32), and per row m scale[s][m][i] of each 16-code group, the scales as
- * s16 pairs (2p low, 2p + 1 high) for the offset correction, and d. */
-typedef struct k6_stripe {
-    uint8_t codes[AMX_CHUNK][16][BG_QK_K];
-    int32_t scale[AMX_CHUNK][16][16];
-    int32_t scale_pair[AMX_CHUNK][16][8];
-    float d[AMX_CHUNK][16];
-} k6_stripe;
-
-/* Q6_K's codes: per 128-code half c, byte l < 64 of ql holds code l low
- * and code l + 64 high (four bits each); bits 2i, 2i + 1 of qh byte l < 32
- * are the top two bits of code l + 32 i. */
-BG_AMX static void k6_unpack(const uint8_t *w, size_t w_stride, int64_t b0, int nc,
-                             k6_stripe *st)
-{
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
-    for (int m = 0; m < 16; m++)
-        for (int s = 0; s < nc; s++) {
-            const bg_block_q6_K *blk = (const bg_block_q6_K *)(w + (size_t)m * w_stride) + b0 + s;
-            uint8_t *out = st->codes[s][m];
-            for (int c = 0; c < 2; c++) {
-                const uint8_t *ql = blk->ql + 64 * c, *qh = blk->qh + 32 * c;
-                const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
-                for (int half = 0; half < 2; half++) {
-                    const __m256i l = _mm256_loadu_si256((const __m256i *)(ql + 32 * half));
-                    /* codes 32 half + l (low nibbles) and 64 + 32 half + l (high) */
-                    const __m256i hi_lo = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(h, 2 * half), 4), m2);
-                    const __m256i hi_hi = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(h, 2 * half + 4), 4), m2);
-                    _mm256_storeu_si256((__m256i *)(out + 128 * c + 32 * half),
-                                        _mm256_or_si256(_mm256_and_si256(l, m4), hi_lo));
-                    _mm256_storeu_si256((__m256i *)(out + 128 * c + 64 + 32 * half),
-                                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l, 4), m4), hi_hi));
-                }
-            }
-            for (int i = 0; i < 16; i++)
-                st->scale[s][m][i] = blk->scales[i];
-            for (int p = 0; p < 8; p++)
-                st->scale_pair[s][m][p] = s16_pair(blk->scales[2 * p], blk->scales[2 * p + 1]);
-            uint16_t h;
-            memcpy(&h, &blk->d, sizeof h);
-            st->d[s][m] = _cvtsh_ss(h);
-        }
-}
-
-/* One stripe of 16 Q6_K rows: sum over groups of scale * (codes . a), less
- * 32 * sum of scale * (the group's activation sum) for the codes' offset. */
-BG_AMX static void k6_stripe_gemm(int64_t n_in, const uint8_t *w, size_t w_stride,
-                                  const bg_amx_act *acts, int64_t n_act, float *y, size_t y_stride)
-{
-    static _Thread_local k6_stripe st;
-    _Alignas(64) int32_t c0[16][16], c1[16][16];
-    const int64_t nb = n_in / BG_QK_K;
-    for (int64_t b0 = 0; b0 < nb; b0 += AMX_CHUNK) {
-        const int nc = nb - b0 < AMX_CHUNK ? (int)(nb - b0) : AMX_CHUNK;
-        k6_unpack(w, w_stride, b0, nc, &st);
-        AMX_FENCE();
-        for (int64_t blk = 0; blk * 16 < n_act; blk++) {
-            __m512 f[16];
-            for (int m = 0; m < 16; m++)
-                f[m] = _mm512_setzero_ps();
-            for (int s = 0; s < nc; s++) {
-                const bg_amx_act *a = acts + blk * nb + b0 + s;
-                const uint8_t *codes = &st.codes[s][0][0];
-                __m512i acc[16];
-                for (int m = 0; m < 16; m++)
-                    acc[m] = _mm512_setzero_si512();
-                for (int i = 0; i < 16; i += 2) {
-                    AMX_GROUP(0, 1, 2, codes + 16 * i, a->q[4 * i], c0);
-                    AMX_GROUP(3, 4, 5, codes + 16 * (i + 1), a->q[4 * (i + 1)], c1);
-                    amx_scale_add(acc, (const int32_t(*)[16])c0, &st.scale[s][0][i], 16);
-                    amx_scale_add(acc, (const int32_t(*)[16])c1, &st.scale[s][0][i + 1], 16);
-                }
-                const __m512 da = _mm512_loadu_ps(a->d);
-                for (int m = 0; m < 16; m++) {
-                    __m512i off = _mm512_setzero_si512();
-                    for (int p = 0; p < 8; p++)
-                        off = _mm512_dpwssd_epi32(off, _mm512_set1_epi32(st.scale_pair[s][m][p]),
-                                                  _mm512_loadu_si512(a->bsum_pair[p]));
-                    const __m512i sum = _mm512_sub_epi32(acc[m], _mm512_slli_epi32(off, 5));
-                    f[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
-                                           _mm512_mul_ps(_mm512_set1_ps(st.d[s][m]), da), f[m]);
-                }
-            }
-            const int nt = n_act - blk * 16 < 16 ? (int)(n_act - blk * 16) : 16;
-            amx_store(f, y + (size_t)blk * 16 * y_stride, y_stride, nt, b0 > 0);
-        }
-    }
-}
-
 void bg_gemm_q6_K_amx(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
                       const void *packed, int64_t n_act, float *y, size_t y_stride) BG_AMX;
 
@@ -457,7 +419,7 @@ void bg_gemm_q6_K_amx(int64_t n_in, const void *w, size_t w_stride, int64_t n_ro
 {
     _Alignas(64) amx_config saved;
     _tile_storeconfig(&saved);
-    amx_configure(16);
+    amx_configure(64);
     for (int64_t r = 0; r < n_rows; r += 16)
         k6_stripe_gemm(n_in, (const uint8_t *)w + (size_t)r * w_stride, w_stride, packed, n_act,
                        y + r, y_stride);
