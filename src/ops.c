@@ -1,6 +1,7 @@
 #include "ops.h"
 
 #include <math.h>
+#include <string.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -121,9 +122,37 @@ static float delta64_scalar(float *row, const float *k, const float *q, float g,
     return dot64_scalar(row, q, n);
 }
 
+/* bg_conv_causal channel by channel. */
+static void conv_lanes(float *x, size_t x_stride, int64_t n_tok, float *hist, const float *w,
+                       int64_t K, int64_t n_ch)
+{
+    for (int64_t c = 0; c < n_ch; c++) {
+        float *h = hist + c * (K - 1);
+        const float *wc = w + c * K;
+        for (int64_t i = 0; i < n_tok; i++) {
+            float *xi = x + (size_t)i * x_stride + c;
+            float acc = 0;
+            for (int64_t j = 0; j < K - 1; j++)
+                acc = fmaf(h[j], wc[j], acc);
+            acc = fmaf(*xi, wc[K - 1], acc);
+            if (K > 1) {
+                memmove(h, h + 1, (size_t)(K - 2) * sizeof *h);
+                h[K - 2] = *xi;
+            }
+            *xi = acc;
+        }
+    }
+}
+
+static void conv16_scalar(float *x, size_t x_stride, int64_t n_tok, float *hist, const float *w,
+                          int64_t K)
+{
+    conv_lanes(x, x_stride, n_tok, hist, w, K, 16);
+}
+
 static const bg_ops_impl ops_scalar = {"scalar",      silu16_scalar, swiglu16_scalar,
                                        dot64_scalar,  axpy16_scalar, expsum16_scalar,
-                                       delta64_scalar};
+                                       delta64_scalar, conv16_scalar};
 
 #ifdef BG_OPS_X86
 static bool cpu_has_avx2(void)
@@ -219,6 +248,16 @@ float bg_delta_rule_row(float *row, const float *k, const float *q, float g, flo
         row[i] *= g;
     bg_axpy(row, k, (v - bg_dot_f32(row, k, n)) * beta, n);
     return bg_dot_f32(row, q, n);
+}
+
+void bg_conv_causal(float *x, size_t x_stride, int64_t n_tok, float *hist, const float *w,
+                    int64_t K, int64_t n_ch)
+{
+    int64_t c = 0;
+    if (K >= 2 && K <= 8 && impl()->conv16)
+        for (; c + 16 <= n_ch; c += 16)
+            impl()->conv16(x + c, x_stride, n_tok, hist + c * (K - 1), w + c * K, K);
+    conv_lanes(x + c, x_stride, n_tok, hist + c * (K - 1), w + c * K, K, n_ch - c);
 }
 
 void bg_softmax(float *x, int64_t n, float scale)

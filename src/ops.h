@@ -9,6 +9,7 @@
 #ifndef BG_OPS_H
 #define BG_OPS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* y = x / sqrt(mean(x^2) + eps) * w; w may be NULL (no scale). y may be x. */
@@ -45,6 +46,15 @@ void bg_axpy(float *y, const float *x, float a, int64_t n);
 float bg_delta_rule_row(float *row, const float *k, const float *q, float g, float v, float beta,
                         int64_t n);
 
+/* Causal depthwise convolution (DeltaNet's) of n_ch channels over n_tok
+ * tokens of one sequence, in place: x[i * x_stride + c] is token i's input
+ * of channel c, replaced by its output; hist[c * (K - 1) + j] the channel's
+ * last K - 1 inputs, oldest first, moved along; w[c * K + j] its weights.
+ * Each output is the fused chain acc = 0, acc = fma(hist_j, w_j, acc) for
+ * j < K - 1, then fma(x, w_{K-1}, acc), as ggml's loop builds it. */
+void bg_conv_causal(float *x, size_t x_stride, int64_t n_tok, float *hist, const float *w,
+                    int64_t K, int64_t n_ch);
+
 /* Softmax of x[0..n) scaled by `scale`, in place, as ggml's soft_max: exp
  * of 16 lanes at a time (expf for the tail), each group's lane sum added
  * to a double, then scaled by the float of 1/sum. */
@@ -72,6 +82,9 @@ typedef struct bg_ops_impl {
     double (*expsum16)(float *y, const float *x, float max, int64_t n); /* y = exp(x - max) */
     float (*delta64)(float *row, const float *k, const float *q, float g, float v, float beta,
                      int64_t n); /* bg_delta_rule_row */
+    /* bg_conv_causal of 16 channels, 2 <= K <= 8; NULL: the scalar one */
+    void (*conv16)(float *x, size_t x_stride, int64_t n_tok, float *hist, const float *w,
+                   int64_t K);
 } bg_ops_impl;
 
 int bg_ops_impls(bg_ops_impl *out, int cap);

@@ -102,29 +102,85 @@ BG_AVX512_F static float delta64_avx512(float *row, const float *k, const float 
                                         float v, float beta, int64_t n)
 {
     const __m512 vg = _mm512_set1_ps(g);
-    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                   _mm512_setzero_ps()};
-    for (int64_t i = 0; i < n; i += 64)
-        for (int j = 0; j < 4; j++) {
-            const __m512 r = _mm512_mul_ps(_mm512_loadu_ps(row + i + 16 * j), vg);
-            _mm512_storeu_ps(row + i + 16 * j, r);
-            a[j] = _mm512_fmadd_ps(r, _mm512_loadu_ps(k + i + 16 * j), a[j]);
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t i = 0; i < n; i += 64) {
+        const __m512 r0 = _mm512_mul_ps(_mm512_loadu_ps(row + i), vg);
+        const __m512 r1 = _mm512_mul_ps(_mm512_loadu_ps(row + i + 16), vg);
+        const __m512 r2 = _mm512_mul_ps(_mm512_loadu_ps(row + i + 32), vg);
+        const __m512 r3 = _mm512_mul_ps(_mm512_loadu_ps(row + i + 48), vg);
+        _mm512_storeu_ps(row + i, r0);
+        _mm512_storeu_ps(row + i + 16, r1);
+        _mm512_storeu_ps(row + i + 32, r2);
+        _mm512_storeu_ps(row + i + 48, r3);
+        a0 = _mm512_fmadd_ps(r0, _mm512_loadu_ps(k + i), a0);
+        a1 = _mm512_fmadd_ps(r1, _mm512_loadu_ps(k + i + 16), a1);
+        a2 = _mm512_fmadd_ps(r2, _mm512_loadu_ps(k + i + 32), a2);
+        a3 = _mm512_fmadd_ps(r3, _mm512_loadu_ps(k + i + 48), a3);
+    }
+    const __m512 vd =
+        _mm512_set1_ps((v - reduce16(_mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3)))) * beta);
+    __m512 b0 = _mm512_setzero_ps(), b1 = b0, b2 = b0, b3 = b0;
+    for (int64_t i = 0; i < n; i += 64) {
+        const __m512 r0 = _mm512_fmadd_ps(_mm512_loadu_ps(k + i), vd, _mm512_loadu_ps(row + i));
+        const __m512 r1 = _mm512_fmadd_ps(_mm512_loadu_ps(k + i + 16), vd, _mm512_loadu_ps(row + i + 16));
+        const __m512 r2 = _mm512_fmadd_ps(_mm512_loadu_ps(k + i + 32), vd, _mm512_loadu_ps(row + i + 32));
+        const __m512 r3 = _mm512_fmadd_ps(_mm512_loadu_ps(k + i + 48), vd, _mm512_loadu_ps(row + i + 48));
+        _mm512_storeu_ps(row + i, r0);
+        _mm512_storeu_ps(row + i + 16, r1);
+        _mm512_storeu_ps(row + i + 32, r2);
+        _mm512_storeu_ps(row + i + 48, r3);
+        b0 = _mm512_fmadd_ps(r0, _mm512_loadu_ps(q + i), b0);
+        b1 = _mm512_fmadd_ps(r1, _mm512_loadu_ps(q + i + 16), b1);
+        b2 = _mm512_fmadd_ps(r2, _mm512_loadu_ps(q + i + 32), b2);
+        b3 = _mm512_fmadd_ps(r3, _mm512_loadu_ps(q + i + 48), b3);
+    }
+    return reduce16(_mm512_add_ps(_mm512_add_ps(b0, b2), _mm512_add_ps(b1, b3)));
+}
+
+/* conv_lanes of ops.c for 16 channels at once: the history and weights
+ * gathered into registers once, the tokens streamed, the history
+ * scattered back. */
+BG_AVX512_F static void conv16_avx512(float *x, size_t x_stride, int64_t n_tok, float *hist,
+                                      const float *w, int64_t K)
+{
+    const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i hidx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)K - 1));
+    const __m512i widx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)K));
+    __m512 h[7], wv[8];
+    for (int64_t j = 0; j < K - 1; j++)
+        h[j] = _mm512_i32gather_ps(_mm512_add_epi32(hidx, _mm512_set1_epi32((int)j)), hist, 4);
+    for (int64_t j = 0; j < K; j++)
+        wv[j] = _mm512_i32gather_ps(_mm512_add_epi32(widx, _mm512_set1_epi32((int)j)), w, 4);
+    if (K == 4) { /* the models' kernel, in registers */
+        __m512 h0 = h[0], h1 = h[1], h2 = h[2];
+        for (int64_t i = 0; i < n_tok; i++) {
+            float *xi = x + (size_t)i * x_stride;
+            const __m512 in = _mm512_loadu_ps(xi);
+            __m512 acc = _mm512_fmadd_ps(h0, wv[0], _mm512_setzero_ps());
+            acc = _mm512_fmadd_ps(h1, wv[1], acc);
+            acc = _mm512_fmadd_ps(h2, wv[2], acc);
+            _mm512_storeu_ps(xi, _mm512_fmadd_ps(in, wv[3], acc));
+            h0 = h1, h1 = h2, h2 = in;
         }
-    const float d =
-        (v - reduce16(_mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3])))) * beta;
-    const __m512 vd = _mm512_set1_ps(d);
-    __m512 b[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                   _mm512_setzero_ps()};
-    for (int64_t i = 0; i < n; i += 64)
-        for (int j = 0; j < 4; j++) {
-            const __m512 r = _mm512_fmadd_ps(_mm512_loadu_ps(k + i + 16 * j), vd,
-                                             _mm512_loadu_ps(row + i + 16 * j));
-            _mm512_storeu_ps(row + i + 16 * j, r);
-            b[j] = _mm512_fmadd_ps(r, _mm512_loadu_ps(q + i + 16 * j), b[j]);
+        h[0] = h0, h[1] = h1, h[2] = h2;
+    } else {
+        for (int64_t i = 0; i < n_tok; i++) {
+            float *xi = x + (size_t)i * x_stride;
+            const __m512 in = _mm512_loadu_ps(xi);
+            __m512 acc = _mm512_setzero_ps();
+            for (int64_t j = 0; j < K - 1; j++)
+                acc = _mm512_fmadd_ps(h[j], wv[j], acc);
+            _mm512_storeu_ps(xi, _mm512_fmadd_ps(in, wv[K - 1], acc));
+            for (int64_t j = 0; j + 2 < K; j++)
+                h[j] = h[j + 1];
+            h[K - 2] = in;
         }
-    return reduce16(_mm512_add_ps(_mm512_add_ps(b[0], b[2]), _mm512_add_ps(b[1], b[3])));
+    }
+    for (int64_t j = 0; j < K - 1; j++)
+        _mm512_i32scatter_ps(hist, _mm512_add_epi32(hidx, _mm512_set1_epi32((int)j)), h[j], 4);
 }
 
 const bg_ops_impl bg_ops_avx512 = {"avx512",      silu16_avx512, swiglu16_avx512, dot64_avx512,
-                                   axpy16_avx512, expsum16_avx512, delta64_avx512};
+                                   axpy16_avx512, expsum16_avx512, delta64_avx512,
+                                   conv16_avx512};
 #endif

@@ -75,6 +75,20 @@ int main(void)
                       "%s delta rule row of %lld differs at scale %g", name, (long long)n,
                       scales[sc]);
             }
+            for (int64_t K = 2; K <= 8 && impl[v].conv16; K++) {
+                /* 16 channels of 5 tokens, 24 floats apart; histories and
+                 * weights from x and y */
+                float hist0[16 * 7], hist1[16 * 7];
+                memcpy(hist0, y + 100, sizeof hist0);
+                memcpy(hist1, y + 100, sizeof hist1);
+                memcpy(ref, x + 300, 5 * 24 * sizeof(float));
+                memcpy(got, x + 300, 5 * 24 * sizeof(float));
+                impl[0].conv16(ref, 24, 5, hist0, x + 1000, K);
+                impl[v].conv16(got, 24, 5, hist1, x + 1000, K);
+                CHECK(same_bits(ref, got, 5 * 24) && same_bits(hist0, hist1, 16 * (K - 1)),
+                      "%s convolution of kernel %lld differs at scale %g", name, (long long)K,
+                      scales[sc]);
+            }
             double s0 = impl[0].expsum16(ref, x, 1.5f, N), s1 = impl[v].expsum16(got, x, 1.5f, N);
             CHECK(same_bits(ref, got, N) && (s0 == s1 || (isnan(s0) && isnan(s1))),
                   "%s exp differs at scale %g", name, scales[sc]);

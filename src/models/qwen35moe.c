@@ -27,9 +27,9 @@ typedef struct deltanet_job {
 
 enum { CONV_CHANNELS_PER_TASK = 256 };
 
-/* Causal depthwise convolution of channels [c0, c1) over [state | token],
- * token by token (a chain of fused multiply-adds, as ggml's compiler builds
- * its loop); each sequence's state keeps its last K-1 inputs. */
+/* Causal depthwise convolution of channels [c0, c1) over [state | token]
+ * (bg_conv_causal), over each run of consecutive tokens of one sequence;
+ * each sequence's state keeps its last K-1 inputs. */
 static void conv_task(void *ctx, int64_t task, unsigned worker)
 {
     (void)worker;
@@ -41,22 +41,13 @@ static void conv_task(void *ctx, int64_t task, unsigned worker)
     const int64_t c0 = task * CONV_CHANNELS_PER_TASK;
     const int64_t c1 = c0 + CONV_CHANNELS_PER_TASK < conv_dim ? c0 + CONV_CHANNELS_PER_TASK : conv_dim;
     const float *w = j->L->t[BG_ROLE_SSM_CONV1D]->data; /* [conv_dim][K] */
-    for (uint32_t i = 0; i < s->n_tok; i++) {
-        float *qkv = s->q + i * s->q_width; /* [conv_dim] */
-        float *conv = bg_seq_conv(s, j->st, s->tok_seq[i]);
-        for (int64_t c = c0; c < c1; c++) {
-            float *hist = conv + c * (K - 1);
-            const float *wc = w + c * K;
-            float acc = 0;
-            for (int64_t k = 0; k < K - 1; k++)
-                acc = fmaf(hist[k], wc[k], acc);
-            acc = fmaf(qkv[c], wc[K - 1], acc);
-            if (K > 1) {
-                memmove(hist, hist + 1, (size_t)(K - 2) * sizeof(float));
-                hist[K - 2] = qkv[c];
-            }
-            qkv[c] = acc;
-        }
+    for (uint32_t i0 = 0, i1; i0 < s->n_tok; i0 = i1) {
+        const uint32_t seq = s->tok_seq[i0];
+        for (i1 = i0 + 1; i1 < s->n_tok && s->tok_seq[i1] == seq; i1++)
+            ;
+        float *conv = bg_seq_conv(s, j->st, seq);
+        bg_conv_causal(s->q + i0 * s->q_width + c0, s->q_width, i1 - i0, conv + c0 * (K - 1),
+                       w + c0 * K, K, c1 - c0);
     }
 }
 
