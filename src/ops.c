@@ -152,7 +152,7 @@ static void conv16_scalar(float *x, size_t x_stride, int64_t n_tok, float *hist,
 
 static const bg_ops_impl ops_scalar = {"scalar",      silu16_scalar, swiglu16_scalar,
                                        dot64_scalar,  axpy16_scalar, expsum16_scalar,
-                                       delta64_scalar, conv16_scalar};
+                                       delta64_scalar, NULL,          conv16_scalar};
 
 #ifdef BG_OPS_X86
 static bool cpu_has_avx2(void)
@@ -229,6 +229,20 @@ float bg_dot_f32(const float *x, const float *y, int64_t n)
     for (int64_t i = nv; i < n; i++)
         sum = fmaf(x[i], y[i], sum);
     return sum;
+}
+
+void bg_dot_f32_multi(const float *w, const float *x, size_t x_stride, int nx, int64_t n,
+                      float *out)
+{
+    const int64_t nv = n & ~(int64_t)63;
+    if (impl()->dot64_multi)
+        impl()->dot64_multi(w, x, x_stride, nx, nv, out);
+    else
+        for (int t = 0; t < nx; t++)
+            out[t] = impl()->dot64(w, x + t * x_stride, nv);
+    for (int t = 0; t < nx; t++)
+        for (int64_t i = nv; i < n; i++)
+            out[t] = fmaf(w[i], x[t * x_stride + i], out[t]);
 }
 
 void bg_axpy(float *y, const float *x, float a, int64_t n)

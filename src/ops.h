@@ -36,6 +36,10 @@ void bg_swiglu_row(float *y, const float *gate, const float *up, int64_t n);
  * four 16-lane fused multiply-add accumulators, summed pairwise and
  * lane-reduced as GCC's _mm512_reduce_add_ps, then the tail fused in order. */
 float bg_dot_f32(const float *x, const float *y, int64_t n);
+/* out[t] = bg_dot_f32(w, x + t * x_stride, n) for t < nx <= 4, the same
+ * bits, w read once for all of them. */
+void bg_dot_f32_multi(const float *w, const float *x, size_t x_stride, int nx, int64_t n,
+                      float *out);
 /* y += x * a, each element one fused multiply-add (ggml_vec_mad_f32). */
 void bg_axpy(float *y, const float *x, float a, int64_t n);
 
@@ -82,6 +86,9 @@ typedef struct bg_ops_impl {
     double (*expsum16)(float *y, const float *x, float max, int64_t n); /* y = exp(x - max) */
     float (*delta64)(float *row, const float *k, const float *q, float g, float v, float beta,
                      int64_t n); /* bg_delta_rule_row */
+    /* dot64 of w with nx <= 4 rows of x at once; NULL: one by one */
+    void (*dot64_multi)(const float *w, const float *x, size_t x_stride, int nx, int64_t n,
+                        float *out);
     /* bg_conv_causal of 16 channels, 2 <= K <= 8; NULL: the scalar one */
     void (*conv16)(float *x, size_t x_stride, int64_t n_tok, float *hist, const float *w,
                    int64_t K);

@@ -122,5 +122,5 @@ BG_AVX2_FMA static float delta64_avx2(float *row, const float *k, const float *q
 
 const bg_ops_impl bg_ops_avx2 = {"avx2",      silu16_avx2, swiglu16_avx2, dot64_avx2,
                                  axpy16_avx2, expsum16_avx2, delta64_avx2,
-                                 NULL /* conv16: the scalar one */};
+                                 NULL, NULL /* one by one; the scalar convolution */};
 #endif

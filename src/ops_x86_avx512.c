@@ -137,6 +137,32 @@ BG_AVX512_F static float delta64_avx512(float *row, const float *k, const float 
     return reduce16(_mm512_add_ps(_mm512_add_ps(b0, b2), _mm512_add_ps(b1, b3)));
 }
 
+/* dot64 for up to four rows of x sharing w: each row's four accumulators
+ * and reduction as there. */
+BG_AVX512_F static void dot64_multi_avx512(const float *w, const float *x, size_t x_stride, int nx,
+                                           int64_t n, float *out)
+{
+    if (nx < 4) {
+        for (int t = 0; t < nx; t++)
+            out[t] = dot64_avx512(w, x + t * x_stride, n);
+        return;
+    }
+    __m512 a[4][4];
+    for (int t = 0; t < 4; t++)
+        for (int j = 0; j < 4; j++)
+            a[t][j] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 64)
+        for (int j = 0; j < 4; j++) {
+            const __m512 wv = _mm512_loadu_ps(w + i + 16 * j);
+            a[0][j] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + i + 16 * j), a[0][j]);
+            a[1][j] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + x_stride + i + 16 * j), a[1][j]);
+            a[2][j] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + 2 * x_stride + i + 16 * j), a[2][j]);
+            a[3][j] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + 3 * x_stride + i + 16 * j), a[3][j]);
+        }
+    for (int t = 0; t < 4; t++)
+        out[t] = reduce16(_mm512_add_ps(_mm512_add_ps(a[t][0], a[t][2]), _mm512_add_ps(a[t][1], a[t][3])));
+}
+
 /* conv_lanes of ops.c for 16 channels at once: the history and weights
  * gathered into registers once, the tokens streamed, the history
  * scattered back. */
@@ -182,5 +208,5 @@ BG_AVX512_F static void conv16_avx512(float *x, size_t x_stride, int64_t n_tok, 
 
 const bg_ops_impl bg_ops_avx512 = {"avx512",      silu16_avx512, swiglu16_avx512, dot64_avx512,
                                    axpy16_avx512, expsum16_avx512, delta64_avx512,
-                                   conv16_avx512};
+                                   dot64_multi_avx512, conv16_avx512};
 #endif

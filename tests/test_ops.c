@@ -75,6 +75,15 @@ int main(void)
                       "%s delta rule row of %lld differs at scale %g", name, (long long)n,
                       scales[sc]);
             }
+            for (int nx = 1; nx <= 4 && impl[v].dot64_multi; nx++) {
+                float d[4];
+                impl[v].dot64_multi(y, x + 64, 768, nx, 1024, d);
+                for (int t = 0; t < nx; t++) {
+                    const float r = impl[0].dot64(y, x + 64 + 768 * t, 1024);
+                    CHECK(same_bits(&r, &d[t], 1), "%s dot %d of %d sharing a row differs at scale %g",
+                          name, t, nx, scales[sc]);
+                }
+            }
             for (int64_t K = 2; K <= 8 && impl[v].conv16; K++) {
                 /* 16 channels of 5 tokens, 24 floats apart; histories and
                  * weights from x and y */

@@ -277,23 +277,14 @@ typedef struct route_job {
     const bg_layer *L;
 } route_job;
 
-/* Routes token i (tokens are routed on the worker pool). */
-static void route_task(void *ctx, int64_t task, unsigned worker)
+/* Tokens routed together: each router row is read once for all of them. */
+enum { ROUTE_TOKENS_PER_TASK = 4 };
+
+/* Token i's expert choice and weights from its router logits. */
+static void route_token(brigade_session *s, size_t i)
 {
-    (void)worker;
-    const route_job *j = ctx;
-    brigade_session *s = j->s;
-    const bg_layer *L = j->L;
-    const size_t i = (size_t)task;
     const bg_hparams *hp = s->hp;
     float *p = s->router + i * hp->n_expert;
-    const brigade_tensor_info *gate = L->t[BG_ROLE_FFN_GATE_INP];
-    if (gate->type == BG_TYPE_F32) {
-        const float *xn = s->xn + i * hp->n_embd;
-        for (uint32_t e = 0; e < hp->n_expert; e++)
-            p[e] = bg_dot_f32((const float *)gate->data + (size_t)e * hp->n_embd, xn,
-                              (int64_t)hp->n_embd);
-    }
     int32_t *chosen = s->chosen + i * hp->n_expert_used;
     float *w = s->chosen_w + i * hp->n_expert_used;
     bg_softmax(p, hp->n_expert, 1.0f);
@@ -316,6 +307,28 @@ static void route_task(void *ctx, int64_t task, unsigned worker)
         w[k] = p[chosen[k]] / total;
 }
 
+/* Routes tokens ROUTE_TOKENS_PER_TASK * task on (on the worker pool). */
+static void route_task(void *ctx, int64_t task, unsigned worker)
+{
+    (void)worker;
+    const route_job *j = ctx;
+    brigade_session *s = j->s;
+    const bg_hparams *hp = s->hp;
+    const size_t i0 = (size_t)task * ROUTE_TOKENS_PER_TASK;
+    const int nt = s->n_tok - i0 < ROUTE_TOKENS_PER_TASK ? (int)(s->n_tok - i0) : ROUTE_TOKENS_PER_TASK;
+    const brigade_tensor_info *gate = j->L->t[BG_ROLE_FFN_GATE_INP];
+    if (gate->type == BG_TYPE_F32)
+        for (uint32_t e = 0; e < hp->n_expert; e++) {
+            float logit[ROUTE_TOKENS_PER_TASK];
+            bg_dot_f32_multi((const float *)gate->data + (size_t)e * hp->n_embd,
+                             s->xn + i0 * hp->n_embd, hp->n_embd, nt, (int64_t)hp->n_embd, logit);
+            for (int t = 0; t < nt; t++)
+                s->router[(i0 + t) * hp->n_expert + e] = logit[t];
+        }
+    for (int t = 0; t < nt; t++)
+        route_token(s, i0 + t);
+}
+
 /* The routed experts, each run once over all the tokens that chose it (its
  * weights read once per micro-batch), plus a sigmoid-gated shared expert
  * where the layer has one. Each token's expert outputs are kept apart and
@@ -329,7 +342,8 @@ void bg_block_moe(brigade_session *s, uint32_t il)
     if (L->t[BG_ROLE_FFN_GATE_INP]->type != BG_TYPE_F32)
         bg_project(s, L->t[BG_ROLE_FFN_GATE_INP], s->xn, n_embd, s->router, hp->n_expert);
     route_job rj = {s, L};
-    bg_run_tasks(s, s->n_tok, (uint64_t)s->n_tok * hp->n_expert * n_embd, route_task, &rj);
+    bg_run_tasks(s, (s->n_tok + ROUTE_TOKENS_PER_TASK - 1) / ROUTE_TOKENS_PER_TASK,
+                 (uint64_t)s->n_tok * hp->n_expert * n_embd, route_task, &rj);
 
     for (uint32_t e = 0; e < hp->n_expert; e++) {
         uint32_t n = 0;
