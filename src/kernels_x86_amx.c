@@ -3,23 +3,23 @@
  *
  * Why: a dot product keeps one weight row in the vector lanes and spends
  * about two 512-bit multiplies per 64 weights on every activation row. One
- * AMX TDPBUSD multiplies a 16 x 32 tile of weight codes by a 32 x 16 tile of
- * activations (8192 products), so the integer work almost disappears and
- * what remains is applying each 32-element group's scale, one vector
- * multiply per weight row and group for 16 activation rows at once.
+ * AMX TDPBUSD multiplies a 16 x 64 tile of weight codes by a 64 x 16 tile of
+ * activations (16384 products), so the integer work almost disappears; what
+ * remains is unpacking the weights and scaling the integer results.
  *
  * Layout:
- *  - Activations (Q8_K rows) are packed once per product, for every block
- *    of 16 rows and super-block, into a bg_amx_act record: the 256 codes in
- *    the "VNNI" order the B tile takes (row k/4, column 4t + k%4 holds code k
- *    of activation row t), the 16 scales d, and the block sums as s16 pairs.
- *    Rows past the end are zero, so they add nothing.
- *  - Weights are unpacked per stripe of 16 rows and up to AMX_CHUNK
- *    super-blocks into one byte a code (the A tile: row m, column k), with
- *    scales and mins as 32-bit integers to broadcast.
- *  - Each group's 16 x 16 integer result goes through memory (tiles have no
- *    path to vector registers) and is scaled there into 16 accumulators,
- *    lanes = activation rows; a super-block's total is turned to float once.
+ *  - Activations (Q8_K or Q8_0 rows) are packed once per product, for every
+ *    block of 16 rows and super-block, into a record: the 256 codes in the
+ *    "VNNI" order the B tile takes (row k/4, column 4t + k%4 holds code k
+ *    of activation row t), the scales d and, for Q4_K's mins, the rows'
+ *    32-code sums as s16 pairs. Rows past the end are zero, so they add
+ *    nothing.
+ *  - Q4_K and Q6_K weights are unpacked per stripe of 16 rows and up to
+ *    AMX_CHUNK super-blocks into two byte planes with each group's scale
+ *    folded in (see folded_stripe), so a super-block is four 64-deep
+ *    multiplies per plane and one pass through memory (tiles have no path
+ *    to vector registers) to turn its exact integer sum to float. Q8_0 A
+ *    tiles are read from the matrix itself, one 32-code block a multiply.
  *
  * The integer sums are exact, as in the dots; the float steps are ordered
  * differently, so results differ from the dots in the last bits (llama.cpp's
@@ -38,14 +38,14 @@
 
 #define BG_AMX __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,f16c,amx-tile,amx-int8")))
 
-/* Super-blocks of a stripe unpacked at a time: 16 rows x 8 x 256 = 32 KB. */
+/* Super-blocks of a stripe unpacked at a time: two planes of 16 rows x 8 x
+ * 256 bytes, 64 KB (L2; each tile load reads 16 lines of it). */
 #define AMX_CHUNK 8
 
 /* One block of 16 activation rows, one super-block. */
 typedef struct bg_amx_act {
     int8_t q[BG_QK_K / 4][64]; /* q[k / 4][4 t + k % 4] = code k of row t */
     float d[16];
-    int32_t bsum_pair[8][16]; /* rows' bsums 2p (low s16) and 2p + 1 (high) */
     int32_t sum32_pair[4][16]; /* sums of codes 64p.. 64p+31 (low) and the next 32 (high) */
 } bg_amx_act;
 
@@ -114,8 +114,6 @@ void bg_amx_pack_q8_K(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act
         for (int t = 0; t < 16; t++) {
             out->d[t] = rows[t] ? rows[t]->d : 0.0f;
             const int16_t *bs = rows[t] ? rows[t]->bsums : NULL;
-            for (int p = 0; p < 8; p++)
-                out->bsum_pair[p][t] = bs ? s16_pair(bs[2 * p], bs[2 * p + 1]) : 0;
             /* |a sum of 32 codes| <= 4096: an s16 */
             for (int p = 0; p < 4; p++)
                 out->sum32_pair[p][t] =
