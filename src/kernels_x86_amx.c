@@ -376,55 +376,39 @@ folded_stripe_gemm(bool q6, int64_t n_in, const uint8_t *w, size_t w_stride,
     }
 }
 
-BG_AMX static void k4_stripe_gemm(int64_t n_in, const uint8_t *w, size_t w_stride,
-                                  const bg_amx_act *acts, int64_t n_act, float *y, size_t y_stride)
+/* Every stripe of a folded product. The tile configuration is per thread
+ * and other code in the process (llama.cpp's AMX kernels, say) may keep
+ * its own there across calls: put back whatever was configured before. */
+BG_AMX static void folded_gemm(bool q6, int64_t n_in, const void *w, size_t w_stride,
+                               int64_t n_rows, const void *packed, int64_t n_act, float *y,
+                               size_t y_stride)
 {
-    folded_stripe_gemm(false, n_in, w, w_stride, acts, n_act, y, y_stride);
-}
-
-BG_AMX static void k6_stripe_gemm(int64_t n_in, const uint8_t *w, size_t w_stride,
-                                  const bg_amx_act *acts, int64_t n_act, float *y, size_t y_stride)
-{
-    folded_stripe_gemm(true, n_in, w, w_stride, acts, n_act, y, y_stride);
-}
-
-void bg_gemm_q4_K_amx(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
-                      const void *packed, int64_t n_act, float *y, size_t y_stride) BG_AMX;
-
-void bg_gemm_q4_K_amx(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
-                      const void *packed, int64_t n_act, float *y, size_t y_stride)
-{
-    /* The tile configuration is per thread and other code in the process
-     * (llama.cpp's AMX kernels, say) may keep its own there across calls:
-     * put back whatever was configured before. */
     _Alignas(64) amx_config saved;
     _tile_storeconfig(&saved);
     amx_configure(64);
-    for (int64_t r = 0; r < n_rows; r += 16)
-        k4_stripe_gemm(n_in, (const uint8_t *)w + (size_t)r * w_stride, w_stride, packed, n_act,
-                       y + r, y_stride);
+    for (int64_t r = 0; r < n_rows; r += 16) {
+        const uint8_t *stripe = (const uint8_t *)w + (size_t)r * w_stride;
+        if (q6)
+            folded_stripe_gemm(true, n_in, stripe, w_stride, packed, n_act, y + r, y_stride);
+        else
+            folded_stripe_gemm(false, n_in, stripe, w_stride, packed, n_act, y + r, y_stride);
+    }
     if (saved.palette)
         _tile_loadconfig(&saved);
     else
         _tile_release();
 }
 
-void bg_gemm_q6_K_amx(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
-                      const void *packed, int64_t n_act, float *y, size_t y_stride) BG_AMX;
+void bg_gemm_q4_K_amx(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
+                      const void *packed, int64_t n_act, float *y, size_t y_stride)
+{
+    folded_gemm(false, n_in, w, w_stride, n_rows, packed, n_act, y, y_stride);
+}
 
 void bg_gemm_q6_K_amx(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
                       const void *packed, int64_t n_act, float *y, size_t y_stride)
 {
-    _Alignas(64) amx_config saved;
-    _tile_storeconfig(&saved);
-    amx_configure(64);
-    for (int64_t r = 0; r < n_rows; r += 16)
-        k6_stripe_gemm(n_in, (const uint8_t *)w + (size_t)r * w_stride, w_stride, packed, n_act,
-                       y + r, y_stride);
-    if (saved.palette)
-        _tile_loadconfig(&saved);
-    else
-        _tile_release();
+    folded_gemm(true, n_in, w, w_stride, n_rows, packed, n_act, y, y_stride);
 }
 
 /* Q8_0: 32-code blocks, each with its own scale on both sides, so every
