@@ -146,6 +146,7 @@ static void vec_f16_to_f32_scalar(int64_t n, float *y, const uint16_t *x)
 
 static bg_dot_fn chosen[BG_TYPE_COUNT];
 static bg_dot_multi_fn chosen_multi[BG_TYPE_COUNT];
+static bg_quantize_fn chosen_quantize[BG_TYPE_COUNT];
 static const bg_gemm_kernel *chosen_gemm[BG_TYPE_COUNT];
 static struct {
     void (*mad_f16)(int64_t n, uint16_t *y, const uint16_t *x, float s);
@@ -162,7 +163,13 @@ static void choose_all(void)
         size_t n = bg_kernel_dot_variants((bg_type)t, v, 4);
         chosen[t] = n ? v[(n < 4 ? n : 4) - 1].fn : NULL;
     }
+    for (int t = 0; t < BG_TYPE_COUNT; t++) {
+        const bg_quant_ops *ops = bg_quant_ops_get((bg_type)t);
+        chosen_quantize[t] = ops ? ops->quantize_activations : NULL;
+    }
 #ifdef BG_KERNELS_X86
+    if (cpu_has_avx512())
+        chosen_quantize[BG_TYPE_Q8_K] = bg_quantize_q8_K_avx512;
     /* a multi-row dot only where it equals the chosen single one */
     if (cpu_has_avx512())
         for (int t = 0; t < BG_TYPE_COUNT; t++)
@@ -191,15 +198,10 @@ bg_dot_multi_fn bg_kernel_dot_multi(bg_type type)
 
 bg_quantize_fn bg_kernel_quantize_activations(bg_type type)
 {
-    const bg_quant_ops *ops = bg_quant_ops_get(type);
-    if (!ops)
+    if ((unsigned)type >= BG_TYPE_COUNT)
         return NULL;
-#ifdef BG_KERNELS_X86
     pthread_once(&chosen_once, choose_all);
-    if (type == BG_TYPE_Q8_K && cpu_has_avx512())
-        return bg_quantize_q8_K_avx512;
-#endif
-    return ops->quantize_activations;
+    return chosen_quantize[type];
 }
 
 const bg_gemm_kernel *bg_kernel_gemm(bg_type type)

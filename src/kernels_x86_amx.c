@@ -149,7 +149,7 @@ BG_AMX static void amx_configure(int k)
         c.colsb[t] = (uint16_t)colsb[t];
         c.rows[t] = (uint8_t)rows[t];
     }
-    for (int t = 6; t < 8; t++) { /* Q4_K's second pair of result tiles */
+    for (int t = 6; t < 8; t++) { /* the folded products' second result pair uses 6 */
         c.colsb[t] = 64;
         c.rows[t] = 16;
     }

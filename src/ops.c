@@ -256,7 +256,7 @@ void bg_axpy(float *y, const float *x, float a, int64_t n)
 float bg_delta_rule_row(float *row, const float *k, const float *q, float g, float v, float beta,
                         int64_t n)
 {
-    if (n % 64 == 0)
+    if (n % 64 == 0 && impl()->delta64)
         return impl()->delta64(row, k, q, g, v, beta, n);
     for (int64_t i = 0; i < n; i++)
         row[i] *= g;

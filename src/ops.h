@@ -85,7 +85,7 @@ typedef struct bg_ops_impl {
     void (*axpy16)(float *y, const float *x, float a, int64_t n);
     double (*expsum16)(float *y, const float *x, float max, int64_t n); /* y = exp(x - max) */
     float (*delta64)(float *row, const float *k, const float *q, float g, float v, float beta,
-                     int64_t n); /* bg_delta_rule_row */
+                     int64_t n); /* bg_delta_rule_row; NULL: of dot64 and axpy16 */
     /* dot64 of w with nx <= 4 rows of x at once; NULL: one by one */
     void (*dot64_multi)(const float *w, const float *x, size_t x_stride, int nx, int64_t n,
                         float *out);

@@ -110,17 +110,7 @@ BG_AVX2_FMA static double expsum16_avx2(float *y, const float *x, float max, int
     return sum;
 }
 
-BG_AVX2_FMA static float delta64_avx2(float *row, const float *k, const float *q, float g,
-                                     float v, float beta, int64_t n)
-{
-    const __m256 vg = _mm256_set1_ps(g);
-    for (int64_t i = 0; i < n; i += 8)
-        _mm256_storeu_ps(row + i, _mm256_mul_ps(_mm256_loadu_ps(row + i), vg));
-    axpy16_avx2(row, k, (v - dot64_avx2(row, k, n)) * beta, n);
-    return dot64_avx2(row, q, n);
-}
-
 const bg_ops_impl bg_ops_avx2 = {"avx2",      silu16_avx2, swiglu16_avx2, dot64_avx2,
-                                 axpy16_avx2, expsum16_avx2, delta64_avx2,
-                                 NULL, NULL /* one by one; the scalar convolution */};
+                                 axpy16_avx2, expsum16_avx2,
+                                 NULL, NULL, NULL /* composed of the above; scalar */};
 #endif
