@@ -52,8 +52,12 @@ typedef struct bg_gpu_moe_args {
     uint32_t n_tok, n_embd, n_ff, n_expert, n_used;
     uint32_t type_gate, type_up, type_down;
     uint64_t gate_expert_bytes, up_expert_bytes, down_expert_bytes; /* one expert's matrix */
-    size_t ff_width;
 } bg_gpu_moe_args;
+
+/* The MoE's grouping of n_slots (token, rank) slots by expert: offsets
+ * [n_expert + 1], the count of experts chosen, their list [n_expert], then
+ * the slots sorted by expert [n_slots]. */
+#define BG_GPU_MOE_GROUP_INTS(n_slots, n_expert) ((uint64_t)(n_slots) + 2 * (uint64_t)(n_expert) + 2)
 
 typedef struct bg_gpu_api {
     /* Starts on device `device`: a context, a stream and the library
@@ -95,12 +99,23 @@ typedef struct bg_gpu_api {
                     float *d_heads, const float *d_dt, const float *d_a,
                     const float *d_conv_w, const float *d_norm_w, float *d_conv,
                     float *d_ssm, float *d_attn, const uint32_t *d_tok_seq);
-    /* MoE: softmax top-k over d_router, then every (token, rank) slot's
-     * expert FFN, weighted and summed in rank order into d_out (which it
-     * overwrites). The shared expert is added by the caller. */
-    int (*moe)(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_xn, float *d_router,
-               const void *d_gate, const void *d_up, const void *d_down, int32_t *d_chosen,
-               float *d_chosen_w, float *d_ff, float *d_slot_out, float *d_out);
+    /* Routing: softmax over each token's n_expert router logits (d_router,
+     * left as scratch), the n_used most probable experts kept (the earlier
+     * expert wins a tie) and their probabilities renormalized (sum in
+     * double, kept off zero as blocks.c does): d_chosen[t][k] and
+     * d_chosen_w[t][k] in rank order. */
+    int (*route)(bg_gpu *g, float *d_router, uint32_t n_tok, uint32_t n_expert, uint32_t n_used,
+                 int32_t *d_chosen, float *d_chosen_w);
+    /* The routed experts for route's choice: the (token, rank) slots are
+     * grouped by expert on the device (d_groups: BG_GPU_MOE_GROUP_INTS
+     * int32s), each expert's rows read once per group of tokens, gate and
+     * up fused with SiLU into d_h ([slot][n_ff]), down into d_slot_out
+     * ([slot][n_embd]), then weighted and summed in rank order into d_out
+     * (overwritten). The shared expert is added by the caller. */
+    int (*moe)(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_xn, const void *d_gate,
+               const void *d_up, const void *d_down, const int32_t *d_chosen,
+               const float *d_chosen_w, int32_t *d_groups, float *d_h, float *d_slot_out,
+               float *d_out);
     /* out[t] += sigmoid(w . xn[t]) * y[t] (the shared expert's gate),
      * and h = silu(g) * u for the shared expert's hidden rows. */
     int (*shared_gate)(bg_gpu *g, float *d_out, const float *d_y, const float *d_xn,

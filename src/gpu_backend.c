@@ -329,13 +329,23 @@ static int deltanet(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
     return rc ? rc : PROJECT(BG_ROLE_SSM_OUT, attn, s->a_width, buf(gs, BG_BUF_OUT), E);
 }
 
-static int moe(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
+/* Router logits and each token's choice of experts, on the device. */
+static int route(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
 {
     const bg_hparams *hp = s->hp;
     const bg_layer *L = &s->model->layers[il];
-    const size_t E = hp->n_embd;
-    float *xn = buf(gs, BG_BUF_XN), *out = buf(gs, BG_BUF_OUT), *router = buf(gs, BG_BUF_ROUTER);
-    int rc = PROJECT(BG_ROLE_FFN_GATE_INP, xn, E, router, hp->n_expert);
+    float *router = buf(gs, BG_BUF_ROUTER);
+    int rc = PROJECT(BG_ROLE_FFN_GATE_INP, buf(gs, BG_BUF_XN), hp->n_embd, router, hp->n_expert);
+    return rc ? rc
+              : gs->api->route(gs->g, router, s->n_tok, hp->n_expert, hp->n_expert_used,
+                               bufv(gs, BG_BUF_CHOSEN), buf(gs, BG_BUF_CHOSEN_W));
+}
+
+/* out = the routed experts' weighted sum, for route's choice. */
+static int routed_experts(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
+{
+    const bg_hparams *hp = s->hp;
+    const bg_layer *L = &s->model->layers[il];
     const brigade_tensor_info *g = L->t[BG_ROLE_FFN_GATE_EXPS], *u = L->t[BG_ROLE_FFN_UP_EXPS],
                               *d = L->t[BG_ROLE_FFN_DOWN_EXPS];
     uint64_t gb = 0, ub = 0, db = 0;
@@ -347,26 +357,41 @@ static int moe(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
         .n_used = hp->n_expert_used, .type_gate = g->type, .type_up = u->type,
         .type_down = d->type, .gate_expert_bytes = gb * g->ne[1],
         .up_expert_bytes = ub * u->ne[1], .down_expert_bytes = db * d->ne[1],
-        .ff_width = hp->n_ff_exp,
     };
-    /* gx holds the [slot][n_ff] hidden rows (n_ff <= n_embd, checked) */
-    rc = rc ? rc
-            : gs->api->moe(gs->g, &a, xn, router, weight(gs, il, BG_ROLE_FFN_GATE_EXPS),
-                           weight(gs, il, BG_ROLE_FFN_UP_EXPS),
-                           weight(gs, il, BG_ROLE_FFN_DOWN_EXPS), bufv(gs, BG_BUF_CHOSEN),
-                           buf(gs, BG_BUF_CHOSEN_W), buf(gs, BG_BUF_GX),
-                           buf(gs, BG_BUF_SLOT_OUT), out);
-    if (rc || !L->t[BG_ROLE_FFN_UP_SHEXP])
-        return rc;
-    float *fg = buf(gs, BG_BUF_FF_GATE), *fu = buf(gs, BG_BUF_FF_UP), *gy = buf(gs, BG_BUF_GY);
-    const size_t w = s->ff_width;
-    rc = PROJECT(BG_ROLE_FFN_GATE_SHEXP, xn, E, fg, w);
+    /* gx holds the [slot][n_ff] hidden rows and members the grouping by
+     * expert (the planner sizes both for it) */
+    return gs->api->moe(gs->g, &a, buf(gs, BG_BUF_XN), weight(gs, il, BG_ROLE_FFN_GATE_EXPS),
+                        weight(gs, il, BG_ROLE_FFN_UP_EXPS), weight(gs, il, BG_ROLE_FFN_DOWN_EXPS),
+                        bufv(gs, BG_BUF_CHOSEN), buf(gs, BG_BUF_CHOSEN_W),
+                        bufv(gs, BG_BUF_MEMBERS), buf(gs, BG_BUF_GX), buf(gs, BG_BUF_SLOT_OUT),
+                        buf(gs, BG_BUF_OUT));
+}
+
+/* out += the shared expert, gated, where the layer has one. */
+static int shared_expert(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
+{
+    const bg_hparams *hp = s->hp;
+    const bg_layer *L = &s->model->layers[il];
+    if (!L->t[BG_ROLE_FFN_UP_SHEXP])
+        return 0;
+    const size_t E = hp->n_embd, w = s->ff_width;
+    float *xn = buf(gs, BG_BUF_XN), *fg = buf(gs, BG_BUF_FF_GATE), *fu = buf(gs, BG_BUF_FF_UP);
+    float *gy = buf(gs, BG_BUF_GY);
+    int rc = PROJECT(BG_ROLE_FFN_GATE_SHEXP, xn, E, fg, w);
     rc = rc ? rc : PROJECT(BG_ROLE_FFN_UP_SHEXP, xn, E, fu, w);
     rc = rc ? rc : gs->api->silu_mul(gs->g, fg, fu, hp->n_ff_shexp, w, s->n_tok);
     rc = rc ? rc : PROJECT(BG_ROLE_FFN_DOWN_SHEXP, fg, w, gy, E);
     return rc ? rc
-              : gs->api->shared_gate(gs->g, out, gy, xn, weight(gs, il, BG_ROLE_FFN_GATE_INP_SHEXP),
-                                     hp->n_embd, s->n_tok);
+              : gs->api->shared_gate(gs->g, buf(gs, BG_BUF_OUT), gy, xn,
+                                     weight(gs, il, BG_ROLE_FFN_GATE_INP_SHEXP), hp->n_embd,
+                                     s->n_tok);
+}
+
+static int moe(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
+{
+    int rc = route(gs, s, il);
+    rc = rc ? rc : routed_experts(gs, s, il);
+    return rc ? rc : shared_expert(gs, s, il);
 }
 
 static int norm(bg_gpu_session *gs, const brigade_session *s, uint32_t il, int role)
@@ -380,6 +405,41 @@ static int residual(bg_gpu_session *gs, const brigade_session *s)
 {
     return gs->api->add(gs->g, buf(gs, BG_BUF_X), buf(gs, BG_BUF_OUT),
                         (uint64_t)s->n_tok * s->hp->n_embd);
+}
+
+/* Layer il's feed-forward half with its routed experts in host memory.
+ * The device routes; the CPU receives the normed hidden state and the
+ * choice, and runs the chosen experts while the device runs the shared
+ * expert; the CPU's sum goes back and joins it. Per token one row (and the
+ * k choices) goes down and one row comes up; x stays on the device. The
+ * sum is out = routed + shared, as the CPU's (addition commutes). */
+static int cpu_experts(bg_gpu_session *gs, brigade_session *s, uint32_t il)
+{
+    const bg_hparams *hp = s->hp;
+    const bool q35 = hp->arch == BG_ARCH_QWEN35MOE;
+    const bg_gpu_api *api = gs->api;
+    const uint64_t rows = (uint64_t)s->n_tok * hp->n_embd * sizeof(float);
+    const uint64_t slots = (uint64_t)s->n_tok * hp->n_expert_used;
+    int rc = norm(gs, s, il, q35 ? BG_ROLE_POST_NORM : BG_ROLE_FFN_NORM);
+    rc = rc ? rc : route(gs, s, il);
+    /* the first download waits for the routing */
+    rc = rc ? rc : api->download(gs->g, s->xn, buf(gs, BG_BUF_XN), rows);
+    rc = rc ? rc : api->download(gs->g, s->chosen, bufv(gs, BG_BUF_CHOSEN), slots * sizeof(int32_t));
+    rc = rc ? rc : api->download(gs->g, s->chosen_w, buf(gs, BG_BUF_CHOSEN_W), slots * sizeof(float));
+    if (rc)
+        return rc;
+    const bool shared = s->model->layers[il].t[BG_ROLE_FFN_UP_SHEXP] != NULL;
+    if (shared) {
+        /* enqueued, so the device computes it while the CPU works below */
+        rc = api->zero(gs->g, buf(gs, BG_BUF_OUT), rows);
+        rc = rc ? rc : shared_expert(gs, s, il);
+    }
+    bg_block_moe_routed(s, il);
+    float *routed = buf(gs, shared ? BG_BUF_SLOT_OUT : BG_BUF_OUT);
+    rc = rc ? rc : api->upload(gs->g, routed, s->out, rows);
+    if (shared)
+        rc = rc ? rc : api->add(gs->g, buf(gs, BG_BUF_OUT), routed, rows / sizeof(float));
+    return rc ? rc : residual(gs, s);
 }
 
 /* Enqueues layer il's device work: the mixer, and the experts too when
@@ -408,7 +468,6 @@ enum { GRAPH_MAX_TOKENS = 16 };
 brigade_status bg_gpu_layers(bg_gpu_session *gs, brigade_session *s, brigade_error *err)
 {
     const bg_hparams *hp = s->hp;
-    const bool q35 = hp->arch == BG_ARCH_QWEN35MOE;
     if (put_x(gs, s))
         return gpu_fail(gs, err, "uploading the hidden state");
     if (gs->graphs && s->n_tok <= GRAPH_MAX_TOKENS) {
@@ -430,19 +489,10 @@ brigade_status bg_gpu_layers(bg_gpu_session *gs, brigade_session *s, brigade_err
         /* graphs unavailable: run eagerly below */
     }
     for (uint32_t il = gs->split.first_gpu_layer; il < hp->n_layers; il++) {
-        if (put_x(gs, s) || enqueue_layer(gs, s, il))
+        if (enqueue_layer(gs, s, il))
             return gpu_fail(gs, err, "the forward pass");
-        if (bg_gpu_experts_on(&gs->split, il))
-            continue;
-        /* routed experts in host memory: the hidden state comes over, the
-         * CPU runs the mixture of experts, and x goes back for the next
-         * layer */
-        brigade_status st = bg_gpu_fetch_x(gs, s, err);
-        if (st)
-            return st;
-        bg_norm_tokens(s, s->model->layers[il].t[q35 ? BG_ROLE_POST_NORM : BG_ROLE_FFN_NORM]);
-        bg_block_moe(s, il);
-        bg_add_residual(s);
+        if (!bg_gpu_experts_on(&gs->split, il) && cpu_experts(gs, s, il))
+            return gpu_fail(gs, err, "the forward pass (experts on the CPU)");
     }
     return BRIGADE_OK;
 }

@@ -1,5 +1,6 @@
 #include "planner.h"
 
+#include "gpu.h"
 #include "matmul.h"
 #include "types.h"
 
@@ -48,11 +49,16 @@ void bg_plan_session(const bg_hparams *hp, uint32_t n_ctx, uint32_t n_ubatch, ui
     b[BG_BUF_ROUTER] = ub * hp->n_expert * F;
     b[BG_BUF_HEADS] = (ub * 2 * hp->ssm_time_step_rank + 2) * F;
     b[BG_BUF_FF_GATE] = b[BG_BUF_FF_UP] = ub * p->ff_width * F;
-    b[BG_BUF_GX] = b[BG_BUF_GY] = ub * hp->n_embd * F;
+    /* gx: the CPU gathers one expert's token rows here, the GPU keeps every
+     * (token, rank) slot's hidden row of n_ff_exp */
+    b[BG_BUF_GX] = ub * max3(hp->n_embd, K * hp->n_ff_exp, 1) * F;
+    b[BG_BUF_GY] = ub * hp->n_embd * F;
     b[BG_BUF_SLOT_OUT] = ub * K * hp->n_embd * F;
     b[BG_BUF_CHOSEN] = ub * K * sizeof(int32_t);
     b[BG_BUF_CHOSEN_W] = ub * K * F;
-    b[BG_BUF_MEMBERS] = ub * sizeof(int32_t);
+    /* members: the CPU's token list of one expert; the GPU's slots grouped
+     * by expert */
+    b[BG_BUF_MEMBERS] = max3(ub, BG_GPU_MOE_GROUP_INTS(ub * K, hp->n_expert), 1) * sizeof(int32_t);
     uint64_t max_in = max3(hp->n_embd, max3(qh, value_dim, hp->n_ff_exp), hp->n_ff_shexp);
     b[BG_BUF_XQ] = bg_matmul_scratch(max_in, ub);
     b[BG_BUF_TOK_SEQ] = b[BG_BUF_TOK_POS] = ub * sizeof(uint32_t);

@@ -88,7 +88,15 @@ void bg_qwen35moe_layer(brigade_session *s, uint32_t il);
 /* Blocks shared by both architectures (src/models/blocks.c); they read
  * s->xn and write s->out for every token of the micro-batch. */
 void bg_block_attention(brigade_session *s, uint32_t il, bool gated_q);
+/* The mixture of experts: routing, the routed experts and the shared one.
+ * Each routed expert runs once over all the tokens that chose it (its
+ * weights read once per micro-batch); each token's expert outputs are kept
+ * apart and summed in the order it ranked them, so the result does not
+ * depend on the batch. */
 void bg_block_moe(brigade_session *s, uint32_t il);
+/* Only the routed experts, for the choice already in s->chosen and
+ * s->chosen_w (made on the GPU): s->out = their weighted sum. */
+void bg_block_moe_routed(brigade_session *s, uint32_t il);
 /* y[i] = W x[i] for the micro-batch's tokens (rows of the given widths). */
 void bg_project(brigade_session *s, const brigade_tensor_info *w, const float *x, size_t x_width,
                 float *y, size_t y_width);

@@ -294,19 +294,17 @@ static int m_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float *qkv, cons
     return 0;
 }
 
-static int m_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *xn, float *router,
-                 const void *wg, const void *wu, const void *wd, int32_t *chosen,
-                 float *chosen_w, float *ff, float *slot_out, float *out)
+static int m_route(bg_gpu *g, float *router, uint32_t n_tok, uint32_t n_expert, uint32_t K,
+                   int32_t *chosen, float *chosen_w)
 {
     (void)g;
-    const uint32_t K = a->n_used, E = a->n_embd, F = a->n_ff;
-    for (uint32_t t = 0; t < a->n_tok; t++) {
-        float *p = router + t * a->n_expert;
-        bg_softmax(p, a->n_expert, 1.0f);
-        float sum = 0;
+    for (uint32_t t = 0; t < n_tok; t++) {
+        float *p = router + t * n_expert;
+        bg_softmax(p, n_expert, 1.0f);
+        double sum = 0;
         for (uint32_t k = 0; k < K; k++) {
             int32_t best = -1;
-            for (uint32_t e = 0; e < a->n_expert; e++) {
+            for (uint32_t e = 0; e < n_expert; e++) {
                 bool taken = false;
                 for (uint32_t j = 0; j < k; j++)
                     taken |= chosen[t * K + j] == (int32_t)e;
@@ -316,20 +314,32 @@ static int m_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *xn, float *ro
             chosen[t * K + k] = best;
             sum += p[best];
         }
+        const float total = fmaxf((float)sum, 6.103515625e-5f);
         for (uint32_t k = 0; k < K; k++)
-            chosen_w[t * K + k] = p[chosen[t * K + k]] / sum;
+            chosen_w[t * K + k] = p[chosen[t * K + k]] / total;
     }
+    return 0;
+}
+
+/* Slot by slot (the CUDA kernels group the slots by expert; a slot's
+ * result does not depend on its group). groups is left alone. */
+static int m_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *xn, const void *wg,
+                 const void *wu, const void *wd, const int32_t *chosen, const float *chosen_w,
+                 int32_t *groups, float *h, float *slot_out, float *out)
+{
+    (void)groups;
+    const uint32_t K = a->n_used, E = a->n_embd, F = a->n_ff;
     for (uint32_t s = 0; s < a->n_tok * K; s++) {
         const uint32_t e = (uint32_t)chosen[s];
         m_matmul(g, a->type_gate, (const uint8_t *)wg + e * a->gate_expert_bytes, E, F,
-                 xn + (s / K) * E, E, ff + s * F, F, 1);
+                 xn + (s / K) * E, E, h + s * F, F, 1);
         m_matmul(g, a->type_up, (const uint8_t *)wu + e * a->up_expert_bytes, E, F,
                  xn + (s / K) * E, E, slot_out + s * F, F, 1);
     }
-    m_silu_mul(g, ff, slot_out, F, F, a->n_tok * K);
+    m_silu_mul(g, h, slot_out, F, F, a->n_tok * K);
     for (uint32_t s = 0; s < a->n_tok * K; s++)
         m_matmul(g, a->type_down, (const uint8_t *)wd + (uint32_t)chosen[s] * a->down_expert_bytes,
-                 F, E, ff + s * F, F, slot_out + s * E, E, 1);
+                 F, E, h + s * F, F, slot_out + s * E, E, 1);
     for (uint32_t t = 0; t < a->n_tok; t++)
         for (uint32_t j = 0; j < E; j++) {
             float o = 0;
@@ -351,7 +361,7 @@ static int m_graph_end(bg_gpu *g, uint64_t key) { return (void)g, (void)key, 0; 
 static const bg_gpu_api mock = {
     m_init,   m_destroy,   m_error,    m_mem,    m_alloc,       m_copy,        m_copy,
     m_zero,   m_sync,      m_supports, m_matmul, m_rmsnorm,     m_add,         m_attention,
-    m_deltanet, m_moe,     m_shared_gate, m_silu_mul, m_graph_begin, m_graph_end,
+    m_deltanet, m_route,   m_moe,      m_shared_gate, m_silu_mul, m_graph_begin, m_graph_end,
 };
 
 #endif

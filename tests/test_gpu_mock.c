@@ -29,7 +29,8 @@
  * value, say), the replayed steps would compute something else than the
  * CPU and the logits would differ. Copies in or out of the device while
  * capturing are errors, as they would break a real capture. */
-enum { OP_MATMUL, OP_RMSNORM, OP_ADD, OP_SILU_MUL, OP_SHARED_GATE, OP_ATTN, OP_DN, OP_MOE };
+enum { OP_MATMUL, OP_RMSNORM, OP_ADD, OP_SILU_MUL, OP_SHARED_GATE, OP_ATTN, OP_DN, OP_ROUTE,
+       OP_MOE };
 typedef struct rec {
     int op;
     uint32_t type, n, rows;
@@ -114,15 +115,23 @@ static int g_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float *qkv, cons
                          .p = {qkv, (void *)z, heads, (void *)dt, (void *)A, (void *)cw,
                                (void *)nw, conv, ssm, attn, (void *)ts}});
 }
-static int g_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *xn, float *router,
-                 const void *wg, const void *wu, const void *wd, int32_t *chosen, float *cw,
-                 float *ff, float *so, float *out)
+static int g_route(bg_gpu *g, float *router, uint32_t n_tok, uint32_t n_expert, uint32_t k,
+                   int32_t *chosen, float *cw)
 {
     if (capturing < 0)
-        return m_moe(g, a, xn, router, wg, wu, wd, chosen, cw, ff, so, out);
+        return m_route(g, router, n_tok, n_expert, k, chosen, cw);
+    return record(&(rec){.op = OP_ROUTE, .n = n_tok, .n_in = n_expert, .n_out = k,
+                         .p = {router, chosen, cw}});
+}
+static int g_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *xn, const void *wg,
+                 const void *wu, const void *wd, const int32_t *chosen, const float *cw,
+                 int32_t *groups, float *h, float *so, float *out)
+{
+    if (capturing < 0)
+        return m_moe(g, a, xn, wg, wu, wd, chosen, cw, groups, h, so, out);
     return record(&(rec){.op = OP_MOE, .moe = *a,
-                         .p = {(void *)xn, router, (void *)wg, (void *)wu, (void *)wd, chosen, cw,
-                               ff, so, out}});
+                         .p = {(void *)xn, (void *)wg, (void *)wu, (void *)wd, (void *)chosen,
+                               (void *)cw, groups, h, so, out}});
 }
 
 static void run_recs(bg_gpu *g, int k)
@@ -144,6 +153,9 @@ static void run_recs(bg_gpu *g, int k)
         case OP_DN:
             m_deltanet(g, &r->dn, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9],
                        p[10]);
+            break;
+        case OP_ROUTE:
+            m_route(g, p[0], r->n, (uint32_t)r->n_in, (uint32_t)r->n_out, p[1], p[2]);
             break;
         case OP_MOE:
             m_moe(g, &r->moe, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9]);
@@ -205,7 +217,7 @@ static int g_end(bg_gpu *g, uint64_t key)
 static const bg_gpu_api mock_graphs = {
     g_init,   m_destroy,  m_error,       m_mem,      m_alloc,    g_copy,        g_copy,
     g_zero,   m_sync,     m_supports,    g_matmul,   g_rmsnorm,  g_add,         g_attention,
-    g_deltanet, g_moe,    g_shared_gate, g_silu_mul, g_begin,    g_end,
+    g_deltanet, g_route,  g_moe,         g_shared_gate, g_silu_mul, g_begin,    g_end,
 };
 
 /* ------------------------------------------------------------ the test */

@@ -193,18 +193,27 @@ extern "C" int bg_cuda_silu_mul(bg_gpu *g, float *d_g, const float *d_u, uint32_
     return bg_cuda_launched(g, "silu");
 }
 
-// out[t] += sigmoid(w . xn[t]) * y[t]: one block per token; the dot is
-// summed in float in index order by one thread, as blocks.c does.
+// out[t] += sigmoid(w . xn[t]) * y[t]: one block per token, the dot
+// summed by the block's threads (rounding as any float order: the CPU's is
+// ggml's vec_dot_f32).
 __global__ void k_shared_gate(float *out, const float *y, const float *xn, const float *w,
                               uint32_t n)
 {
+    __shared__ float red[32];
     __shared__ float gate;
     const size_t off = (size_t)blockIdx.x * n;
+    float s = 0.0f;
+    for (uint32_t j = threadIdx.x; j < n; j += blockDim.x)
+        s += w[j] * xn[off + j];
+    s = bg_warp_sum(s);
+    if (threadIdx.x % 32 == 0)
+        red[threadIdx.x / 32] = s;
+    __syncthreads();
     if (threadIdx.x == 0) {
-        float s = 0.0f;
-        for (uint32_t j = 0; j < n; j++)
-            s = __fadd_rn(s, __fmul_rn(w[j], xn[off + j]));
-        gate = bg_sigmoid(s);
+        float total = 0.0f;
+        for (unsigned k = 0; k < blockDim.x / 32; k++)
+            total += red[k];
+        gate = bg_sigmoid(total);
     }
     __syncthreads();
     for (uint32_t j = threadIdx.x; j < n; j += blockDim.x)
@@ -269,8 +278,8 @@ static const bg_gpu_api api = {
     gpu_init,        gpu_destroy,      gpu_error,        gpu_mem_info,   gpu_alloc,
     gpu_upload,      gpu_download,     gpu_zero,         gpu_sync,       gpu_supports,
     bg_cuda_matmul,  gpu_rmsnorm,      gpu_add,          bg_cuda_attention,
-    bg_cuda_deltanet, bg_cuda_moe,     gpu_shared_gate,  bg_cuda_silu_mul,   gpu_graph_begin,
-    gpu_graph_end,
+    bg_cuda_deltanet, bg_cuda_route,   bg_cuda_moe,      gpu_shared_gate,  bg_cuda_silu_mul,
+    gpu_graph_begin, gpu_graph_end,
 };
 
 extern "C" const bg_gpu_api *bg_gpu_api_get(void) { return &api; }

@@ -85,11 +85,13 @@ template <int K> __device__ __forceinline__ void bg_round_act(float x[32], bool 
     }
 }
 
-// acc[t] += v . round(x[t][32c .. 32c+31]) for the group's tokens
-template <int T>
-__device__ __forceinline__ void bg_acc_tokens(const float v[32], const float *x, size_t xs,
+// acc[r][t] += v[r] . round(x_t[32c .. 32c+31]) for the group's tokens
+// (xr[t]: token t's row) and each of the NR weight rows; a token's
+// activations are loaded and rounded once for all NR rows.
+template <int T, int NR>
+__device__ __forceinline__ void bg_acc_tokens(const float v[NR][32], const float *const xr[MM_TOK],
                                               uint64_t c, int nt, bool active,
-                                              float acc[MM_TOK])
+                                              float acc[NR][MM_TOK])
 {
 #pragma unroll
     for (int t = 0; t < MM_TOK; t++) {
@@ -97,7 +99,7 @@ __device__ __forceinline__ void bg_acc_tokens(const float v[32], const float *x,
             break;
         float xv[32];
         if (active) {
-            const float4 *xt = (const float4 *)(x + (size_t)t * xs + c * 32);
+            const float4 *xt = (const float4 *)(xr[t] + c * 32);
 #pragma unroll
             for (int j = 0; j < 8; j++) {
                 const float4 q = xt[j];
@@ -109,43 +111,50 @@ __device__ __forceinline__ void bg_acc_tokens(const float v[32], const float *x,
                 xv[j] = 0.0f;
         }
         bg_round_act<bg_act<T>::kind>(xv, active);
-        float s = 0.0f;
 #pragma unroll
-        for (int j = 0; j < 32; j++)
-            s += v[j] * xv[j];
-        acc[t] += active ? s : 0.0f;
+        for (int r = 0; r < NR; r++) {
+            float s = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 32; j++)
+                s += v[r][j] * xv[j];
+            acc[r][t] += active ? s : 0.0f;
+        }
     }
 }
 
-// One row of W against a group of tokens; the warp's lanes split the row
-// (every lane runs the same number of iterations: the Q8_K rounding
-// exchanges values between lanes).
-template <int T>
-__device__ __forceinline__ void bg_row_dot(const uint8_t *row, uint64_t n_in, const float *x,
-                                           size_t xs, int nt, float *y, size_t ys)
+// NR rows of W (rows[r]) against a group of nt tokens: acc[r][t], the same
+// in every lane. The warp's lanes split the rows (every lane runs the same
+// number of iterations: the Q8_K rounding exchanges values between lanes).
+template <int T, int NR>
+__device__ __forceinline__ void bg_rows_dot(const uint8_t *const rows[NR], uint64_t n_in,
+                                            const float *const xr[MM_TOK], int nt,
+                                            float acc[NR][MM_TOK])
 {
     const int lane = threadIdx.x % 32;
-    float acc[MM_TOK];
 #pragma unroll
-    for (int t = 0; t < MM_TOK; t++)
-        acc[t] = 0.0f;
+    for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int t = 0; t < MM_TOK; t++)
+            acc[r][t] = 0.0f;
     const uint64_t n_chunks = n_in / 32;
     for (uint64_t c0 = 0; c0 < n_chunks; c0 += 32) {
         const uint64_t c = c0 + lane;
         const bool active = c < n_chunks;
-        float v[32];
+        float v[NR][32];
         if (active)
-            bg_deq32<T>(row, c, v);
-        bg_acc_tokens<T>(v, x, xs, c, nt, active, acc);
+#pragma unroll
+            for (int r = 0; r < NR; r++)
+                bg_deq32<T>(rows[r], c, v[r]);
+        bg_acc_tokens<T, NR>(v, xr, c, nt, active, acc);
     }
 #pragma unroll
-    for (int t = 0; t < MM_TOK; t++) {
-        if (t >= nt)
-            break;
-        const float s = bg_warp_sum(acc[t]);
-        if (lane == 0)
-            y[(size_t)t * ys] = s;
-    }
+    for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int t = 0; t < MM_TOK; t++) {
+            if (t >= nt) // nt is the same in every lane
+                break;
+            acc[r][t] = bg_warp_sum(acc[r][t]);
+        }
 }
 
 template <int T>
@@ -156,10 +165,18 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
     const uint64_t o = (uint64_t)blockIdx.x * MM_WARPS + threadIdx.x / 32;
     if (o >= n_out)
         return;
-    const uint8_t *row = w + o * bg_row_bytes<T>(n_in);
+    const uint8_t *const rows[1] = {w + o * bg_row_bytes<T>(n_in)};
     for (uint32_t t0 = blockIdx.y * MM_TOK; t0 < n_tok; t0 += gridDim.y * MM_TOK) {
         const int nt = n_tok - t0 < MM_TOK ? (int)(n_tok - t0) : MM_TOK;
-        bg_row_dot<T>(row, n_in, x + (size_t)t0 * xs, xs, nt, y + (size_t)t0 * ys + o, ys);
+        const float *xr[MM_TOK];
+#pragma unroll
+        for (int t = 0; t < MM_TOK; t++)
+            xr[t] = x + (size_t)(t0 + (t < nt ? t : 0)) * xs;
+        float acc[1][MM_TOK];
+        bg_rows_dot<T, 1>(rows, n_in, xr, nt, acc);
+        if (threadIdx.x % 32 == 0)
+            for (int t = 0; t < nt; t++)
+                y[(size_t)(t0 + t) * ys + o] = acc[0][t];
     }
 }
 
@@ -194,102 +211,199 @@ extern "C" int bg_cuda_matmul(bg_gpu *g, uint32_t type, const void *d_w, uint64_
     return bg_cuda_launched(g, "matmul");
 }
 
+
 // ------------------------------------------------------------------ MoE
 
-// Softmax over the router's logits, the top k kept (the earlier expert wins
-// a tie) and renormalized; one block per token, as blocks.c's route().
-__global__ void k_route(float *router, uint32_t n_expert, uint32_t k_used, int32_t *chosen,
-                        float *chosen_w)
+enum { ROUTE_THREADS = 256 };
+
+// The block's largest (value, index), the smaller index on ties; every
+// thread gets it. red_v/red_i: shared arrays of ROUTE_THREADS / 32.
+__device__ __forceinline__ void bg_block_argmax(float *v, int *i, float *red_v, int *red_i)
 {
-    extern __shared__ float sh[];
-    float *p = router + (size_t)blockIdx.x * n_expert;
-    float *red = sh; // [blockDim.x]
-    __shared__ double dsum[32];
-    float m = -INFINITY;
-    for (uint32_t e = threadIdx.x; e < n_expert; e += blockDim.x)
-        m = fmaxf(m, p[e]);
-    red[threadIdx.x] = m;
-    __syncthreads();
-    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s)
-            red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);
-        __syncthreads();
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, *v, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, *i, o);
+        if (ov > *v || (ov == *v && oi < *i))
+            *v = ov, *i = oi;
     }
-    m = red[0];
+    __syncthreads(); // red_* may still be read from the previous call
+    if (threadIdx.x % 32 == 0)
+        red_v[threadIdx.x / 32] = *v, red_i[threadIdx.x / 32] = *i;
+    __syncthreads();
+    *v = red_v[0], *i = red_i[0];
+    for (unsigned w = 1; w < blockDim.x / 32; w++)
+        if (red_v[w] > *v || (red_v[w] == *v && red_i[w] < *i))
+            *v = red_v[w], *i = red_i[w];
+}
+
+// Softmax over a token's router logits, the top k kept (the earlier expert
+// wins a tie) and renormalized, as blocks.c's route_token; one block per
+// token, its probabilities in shared memory.
+__global__ void __launch_bounds__(ROUTE_THREADS)
+    k_route(const float *router, uint32_t n_expert, uint32_t k_used, int32_t *chosen,
+            float *chosen_w)
+{
+    extern __shared__ float p[]; // [n_expert] probabilities, then [k_used] chosen ones
+    __shared__ float red_v[ROUTE_THREADS / 32];
+    __shared__ int red_i[ROUTE_THREADS / 32];
+    __shared__ double red_d[ROUTE_THREADS / 32];
+    const float *l = router + (size_t)blockIdx.x * n_expert;
+    float m = -INFINITY;
+    int unused = 0;
+    for (uint32_t e = threadIdx.x; e < n_expert; e += blockDim.x)
+        m = fmaxf(m, l[e]);
+    bg_block_argmax(&m, &unused, red_v, red_i);
     double sum = 0.0;
     for (uint32_t e = threadIdx.x; e < n_expert; e += blockDim.x) {
-        const float v = expf(p[e] - m);
-        p[e] = v;
-        sum += (double)v;
+        p[e] = expf(l[e] - m);
+        sum += (double)p[e];
     }
     sum = bg_warp_sum_d(sum);
     if (threadIdx.x % 32 == 0)
-        dsum[threadIdx.x / 32] = sum;
+        red_d[threadIdx.x / 32] = sum;
     __syncthreads();
-    if (threadIdx.x == 0) {
-        double total = 0.0;
-        for (unsigned w = 0; w < blockDim.x / 32; w++)
-            total += dsum[w];
-        dsum[0] = total;
-    }
-    __syncthreads();
-    const float inv = (float)(1.0 / dsum[0]);
+    sum = 0.0;
+    for (unsigned w = 0; w < blockDim.x / 32; w++)
+        sum += red_d[w];
+    const float inv = (float)(1.0 / sum);
     for (uint32_t e = threadIdx.x; e < n_expert; e += blockDim.x)
         p[e] *= inv;
+    float *picked = p + n_expert;
+    for (uint32_t k = 0; k < k_used; k++) {
+        __syncthreads(); // the previous pick's removal is seen
+        float v = -INFINITY;
+        int best = INT_MAX;
+        for (uint32_t e = threadIdx.x; e < n_expert; e += blockDim.x)
+            if (p[e] > v) // ascending e: the earlier expert keeps a tie
+                v = p[e], best = (int)e;
+        bg_block_argmax(&v, &best, red_v, red_i);
+        if (threadIdx.x == 0) {
+            chosen[(size_t)blockIdx.x * k_used + k] = best;
+            picked[k] = v;
+            p[best] = -INFINITY;
+        }
+    }
     __syncthreads();
     if (threadIdx.x != 0)
         return;
-    int32_t *ch = chosen + (size_t)blockIdx.x * k_used;
-    float *w = chosen_w + (size_t)blockIdx.x * k_used;
-    float total = 0.0f;
-    for (uint32_t k = 0; k < k_used; k++) {
-        int32_t best = -1;
-        for (uint32_t e = 0; e < n_expert; e++) {
-            bool taken = false;
-            for (uint32_t j = 0; j < k; j++)
-                taken |= ch[j] == (int32_t)e;
-            if (!taken && (best < 0 || p[e] > p[best]))
-                best = (int32_t)e;
-        }
-        ch[k] = best;
-        total += p[best];
-    }
+    double total = 0.0; // in double, rounded once, as ggml's sum_rows
     for (uint32_t k = 0; k < k_used; k++)
-        w[k] = p[ch[k]] / total;
+        total += (double)picked[k];
+    const float div = fmaxf((float)total, 6.103515625e-5f); // llama.cpp's floor
+    for (uint32_t k = 0; k < k_used; k++)
+        chosen_w[(size_t)blockIdx.x * k_used + k] = picked[k] / div;
 }
 
-// Slot s (token s / x_div's input row, or slot s's own when x_div is 1)
-// through rows of its chosen expert's matrix.
-template <int T>
-__global__ void __launch_bounds__(MM_WARPS * 32)
-    k_expert_rows(const uint8_t *w, uint64_t expert_bytes, uint64_t n_in, uint64_t n_out,
-                  const int32_t *chosen, const float *x, size_t xs, uint32_t x_div, float *y,
-                  size_t ys)
+extern "C" int bg_cuda_route(bg_gpu *g, float *d_router, uint32_t n_tok, uint32_t n_expert,
+                             uint32_t n_used, int32_t *d_chosen, float *d_chosen_w)
 {
+    if (!n_tok)
+        return 0;
+    if (!n_used || n_used > n_expert) {
+        snprintf(g->err, sizeof g->err, "routing: %u of %u experts", n_used, n_expert);
+        return -1;
+    }
+    const size_t shmem = (size_t)(n_expert + n_used) * sizeof(float);
+    k_route<<<n_tok, ROUTE_THREADS, shmem, g->stream>>>(d_router, n_expert, n_used, d_chosen,
+                                                        d_chosen_w);
+    return bg_cuda_launched(g, "routing");
+}
+
+// The slots grouped by expert (the layout of BG_GPU_MOE_GROUP_INTS): one
+// block counts each expert's slots, lists the experts chosen, and files
+// every slot under its expert. The order of the slots inside a group is
+// not fixed, and need not be: each slot's dot products are its own.
+__global__ void k_group(const int32_t *chosen, uint32_t n_slots, uint32_t n_expert,
+                        int32_t *groups)
+{
+    extern __shared__ int32_t cursor[]; // [n_expert]
+    int32_t *offsets = groups, *n_active = groups + n_expert + 1, *active = n_active + 1;
+    int32_t *sorted = active + n_expert;
+    for (uint32_t e = threadIdx.x; e < n_expert; e += blockDim.x)
+        cursor[e] = 0;
+    __syncthreads();
+    for (uint32_t s = threadIdx.x; s < n_slots; s += blockDim.x)
+        atomicAdd(&cursor[chosen[s]], 1);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int32_t at = 0, n = 0;
+        for (uint32_t e = 0; e < n_expert; e++) {
+            const int32_t count = cursor[e];
+            offsets[e] = at;
+            cursor[e] = at;
+            if (count)
+                active[n++] = (int32_t)e;
+            at += count;
+        }
+        offsets[n_expert] = at;
+        *n_active = n;
+    }
+    __syncthreads();
+    for (uint32_t s = threadIdx.x; s < n_slots; s += blockDim.x)
+        sorted[atomicAdd(&cursor[chosen[s]], 1)] = (int32_t)s;
+}
+
+// Rows o of the expert matrices of the blockIdx.y-th expert chosen, over
+// the slots filed under it, MM_TOK at a time. A slot's input row is
+// x[slot / x_div]. NR = 2: gate (w0) and up (w1) together, y = silu(gate)
+// * up; NR = 1: y = w0 x.
+template <int T, int NR>
+__global__ void __launch_bounds__(MM_WARPS * 32)
+    k_expert_group(const uint8_t *w0, const uint8_t *w1, uint64_t expert_bytes, uint64_t n_in,
+                   uint64_t n_out, const int32_t *groups, uint32_t n_expert, const float *x,
+                   size_t xs, uint32_t x_div, float *y, size_t ys)
+{
+    const int32_t *offsets = groups, *n_active = groups + n_expert + 1, *active = n_active + 1;
+    const int32_t *sorted = active + n_expert;
+    if ((int32_t)blockIdx.y >= *n_active)
+        return;
     const uint64_t o = (uint64_t)blockIdx.x * MM_WARPS + threadIdx.x / 32;
-    const uint32_t s = blockIdx.y;
     if (o >= n_out)
         return;
-    const uint8_t *row = w + (uint64_t)chosen[s] * expert_bytes + o * bg_row_bytes<T>(n_in);
-    bg_row_dot<T>(row, n_in, x + (size_t)(s / x_div) * xs, xs, 1, y + (size_t)s * ys + o, ys);
+    const int32_t e = active[blockIdx.y];
+    const uint64_t at = (uint64_t)e * expert_bytes + o * bg_row_bytes<T>(n_in);
+    const uint8_t *const rows[2] = {w0 + at, w1 + at};
+    const int32_t end = offsets[e + 1];
+    for (int32_t i0 = offsets[e]; i0 < end; i0 += MM_TOK) {
+        const int nt = end - i0 < MM_TOK ? end - i0 : MM_TOK;
+        const float *xr[MM_TOK];
+#pragma unroll
+        for (int t = 0; t < MM_TOK; t++)
+            xr[t] = x + (size_t)(sorted[i0 + (t < nt ? t : 0)] / x_div) * xs;
+        float acc[NR][MM_TOK];
+        bg_rows_dot<T, NR>(rows, n_in, xr, nt, acc);
+        if (threadIdx.x % 32 == 0)
+            for (int t = 0; t < nt; t++) {
+                const float v = NR == 2 ? bg_silu(acc[0][t]) * acc[NR - 1][t] : acc[0][t];
+                y[(size_t)sorted[i0 + t] * ys + o] = v;
+            }
+    }
 }
 
-static int expert_rows(bg_gpu *g, uint32_t type, const void *w, uint64_t expert_bytes,
-                       uint64_t n_in, uint64_t n_out, const int32_t *chosen, uint32_t n_slots,
-                       const float *x, size_t xs, uint32_t x_div, float *y, size_t ys)
+// One grouped expert product (NR = 1, or gate and up fused when NR = 2 and
+// both have the type), grid: rows by (at most) every expert chosen.
+static int expert_group(bg_gpu *g, int nr, uint32_t type, const void *w0, const void *w1,
+                        uint64_t expert_bytes, uint64_t n_in, uint64_t n_out,
+                        const int32_t *groups, uint32_t n_expert, uint32_t n_slots,
+                        const float *x, size_t xs, uint32_t x_div, float *y, size_t ys)
 {
-    const dim3 grid((unsigned)((n_out + MM_WARPS - 1) / MM_WARPS), n_slots);
+    const uint32_t n_groups = n_slots < n_expert ? n_slots : n_expert;
+    const dim3 grid((unsigned)((n_out + MM_WARPS - 1) / MM_WARPS), n_groups);
     bool ok;
-#define ER(T)                                                                                \
-    k_expert_rows<T><<<grid, MM_WARPS * 32, 0, g->stream>>>(                                 \
-        (const uint8_t *)w, expert_bytes, n_in, n_out, chosen, x, xs, x_div, y, ys)
-    BG_DISPATCH(type, ok, ER);
-#undef ER
+#define EG(T)                                                                                \
+    (nr == 2 ? k_expert_group<T, 2><<<grid, MM_WARPS * 32, 0, g->stream>>>(                    \
+                   (const uint8_t *)w0, (const uint8_t *)w1, expert_bytes, n_in, n_out, groups, \
+                   n_expert, x, xs, x_div, y, ys)                                            \
+             : k_expert_group<T, 1><<<grid, MM_WARPS * 32, 0, g->stream>>>(                    \
+                   (const uint8_t *)w0, (const uint8_t *)w0, expert_bytes, n_in, n_out, groups, \
+                   n_expert, x, xs, x_div, y, ys))
+    BG_DISPATCH(type, ok, EG);
+#undef EG
     if (!ok) {
         snprintf(g->err, sizeof g->err, "experts: tensor type %u has no CUDA kernel", type);
         return -1;
     }
-    return bg_cuda_launched(g, "expert rows");
+    return bg_cuda_launched(g, "experts");
 }
 
 // out[t] = sum over ranks k of w[t][k] * y[t][k], in rank order.
@@ -307,27 +421,41 @@ __global__ void k_combine(float *out, const float *slot_out, const float *w, uin
 }
 
 extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_xn,
-                           float *d_router, const void *d_gate, const void *d_up,
-                           const void *d_down, int32_t *d_chosen, float *d_chosen_w,
-                           float *d_ff, float *d_slot_out, float *d_out)
+                           const void *d_gate, const void *d_up, const void *d_down,
+                           const int32_t *d_chosen, const float *d_chosen_w, int32_t *d_groups,
+                           float *d_h, float *d_slot_out, float *d_out)
 {
     const uint32_t slots = a->n_tok * a->n_used;
     if (!slots)
         return 0;
-    k_route<<<a->n_tok, 256, 256 * sizeof(float), g->stream>>>(d_router, a->n_expert, a->n_used,
-                                                               d_chosen, d_chosen_w);
-    if (bg_cuda_launched(g, "routing"))
+    if (a->n_embd % 32 || a->n_ff % 32 || a->n_ff > a->n_embd) {
+        snprintf(g->err, sizeof g->err, "experts: widths %u and %u not handled", a->n_embd,
+                 a->n_ff);
         return -1;
-    // gate into ff, up into slot_out (free until the down rows), both [slot][n_ff]
-    if (expert_rows(g, a->type_gate, d_gate, a->gate_expert_bytes, a->n_embd, a->n_ff, d_chosen,
-                    slots, d_xn, a->n_embd, a->n_used, d_ff, a->n_ff) ||
-        expert_rows(g, a->type_up, d_up, a->up_expert_bytes, a->n_embd, a->n_ff, d_chosen,
-                    slots, d_xn, a->n_embd, a->n_used, d_slot_out, a->n_ff))
+    }
+    k_group<<<1, 1024, a->n_expert * sizeof(int32_t), g->stream>>>(d_chosen, slots, a->n_expert,
+                                                                   d_groups);
+    if (bg_cuda_launched(g, "grouping the experts' tokens"))
         return -1;
-    if (bg_cuda_silu_mul(g, d_ff, d_slot_out, a->n_ff, a->n_ff, slots))
-        return -1;
-    if (expert_rows(g, a->type_down, d_down, a->down_expert_bytes, a->n_ff, a->n_embd, d_chosen,
-                    slots, d_ff, a->n_ff, 1, d_slot_out, a->n_embd))
+    if (a->type_gate == a->type_up) {
+        if (expert_group(g, 2, a->type_gate, d_gate, d_up, a->gate_expert_bytes, a->n_embd,
+                         a->n_ff, d_groups, a->n_expert, slots, d_xn, a->n_embd, a->n_used, d_h,
+                         a->n_ff))
+            return -1;
+    } else {
+        // up into slot_out (free until the down rows; n_ff <= n_embd), then
+        // h = silu(gate) * up
+        if (expert_group(g, 1, a->type_gate, d_gate, NULL, a->gate_expert_bytes, a->n_embd,
+                         a->n_ff, d_groups, a->n_expert, slots, d_xn, a->n_embd, a->n_used, d_h,
+                         a->n_ff) ||
+            expert_group(g, 1, a->type_up, d_up, NULL, a->up_expert_bytes, a->n_embd, a->n_ff,
+                         d_groups, a->n_expert, slots, d_xn, a->n_embd, a->n_used, d_slot_out,
+                         a->n_ff) ||
+            bg_cuda_silu_mul(g, d_h, d_slot_out, a->n_ff, a->n_ff, slots))
+            return -1;
+    }
+    if (expert_group(g, 1, a->type_down, d_down, NULL, a->down_expert_bytes, a->n_ff, a->n_embd,
+                     d_groups, a->n_expert, slots, d_h, a->n_ff, 1, d_slot_out, a->n_embd))
         return -1;
     const uint64_t n_o = (uint64_t)a->n_tok * a->n_embd;
     k_combine<<<(unsigned)((n_o + 255) / 256), 256, 0, g->stream>>>(d_out, d_slot_out, d_chosen_w,

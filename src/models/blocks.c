@@ -329,22 +329,22 @@ static void route_task(void *ctx, int64_t task, unsigned worker)
         route_token(s, i0 + t);
 }
 
-/* The routed experts, each run once over all the tokens that chose it (its
- * weights read once per micro-batch), plus a sigmoid-gated shared expert
- * where the layer has one. Each token's expert outputs are kept apart and
- * summed in the order it ranked them, so the result does not depend on the
- * batch. */
-void bg_block_moe(brigade_session *s, uint32_t il)
+/* Router logits and each token's expert choice: s->chosen, s->chosen_w. */
+static void moe_route(brigade_session *s, const bg_layer *L)
+{
+    const bg_hparams *hp = s->hp;
+    if (L->t[BG_ROLE_FFN_GATE_INP]->type != BG_TYPE_F32)
+        bg_project(s, L->t[BG_ROLE_FFN_GATE_INP], s->xn, hp->n_embd, s->router, hp->n_expert);
+    route_job rj = {s, L};
+    bg_run_tasks(s, (s->n_tok + ROUTE_TOKENS_PER_TASK - 1) / ROUTE_TOKENS_PER_TASK,
+                 (uint64_t)s->n_tok * hp->n_expert * hp->n_embd, route_task, &rj);
+}
+
+void bg_block_moe_routed(brigade_session *s, uint32_t il)
 {
     const bg_hparams *hp = s->hp;
     const bg_layer *L = &s->model->layers[il];
     const size_t n_embd = hp->n_embd, K = hp->n_expert_used;
-    if (L->t[BG_ROLE_FFN_GATE_INP]->type != BG_TYPE_F32)
-        bg_project(s, L->t[BG_ROLE_FFN_GATE_INP], s->xn, n_embd, s->router, hp->n_expert);
-    route_job rj = {s, L};
-    bg_run_tasks(s, (s->n_tok + ROUTE_TOKENS_PER_TASK - 1) / ROUTE_TOKENS_PER_TASK,
-                 (uint64_t)s->n_tok * hp->n_expert * n_embd, route_task, &rj);
-
     for (uint32_t e = 0; e < hp->n_expert; e++) {
         uint32_t n = 0;
         for (size_t slot = 0; slot < s->n_tok * K; slot++)
@@ -370,6 +370,12 @@ void bg_block_moe(brigade_session *s, uint32_t il)
                 o[j] += w * y[j];
         }
     }
+}
+
+/* out += sigmoid(w . xn) * shared_expert(xn), for layers with one. */
+static void moe_shared(brigade_session *s, const bg_layer *L)
+{
+    const size_t n_embd = s->hp->n_embd;
     if (!L->t[BG_ROLE_FFN_UP_SHEXP])
         return;
     memcpy(s->gx, s->xn, (size_t)s->n_tok * n_embd * sizeof(float));
@@ -383,4 +389,12 @@ void bg_block_moe(brigade_session *s, uint32_t il)
         for (size_t j = 0; j < n_embd; j++)
             o[j] += g * y[j];
     }
+}
+
+void bg_block_moe(brigade_session *s, uint32_t il)
+{
+    const bg_layer *L = &s->model->layers[il];
+    moe_route(s, L);
+    bg_block_moe_routed(s, il);
+    moe_shared(s, L);
 }
