@@ -10,7 +10,9 @@
 
 #include "brigade.h"
 #include "check.h"
+#include "gpu.h"
 #include "gpu_plan.h"
+#include "presets.h"
 #include "placement.h"
 #include "session.h"
 
@@ -239,6 +241,42 @@ static void layouts(const char *dir)
     remove(path);
 }
 
+/* The device's MoE keeps more per slot than the CPU's: every (token, rank)
+ * slot's hidden row in gx, and the grouping by expert in members. The
+ * planner's buffers must hold them, for every geometry and micro-batch. */
+static void device_buffers(void)
+{
+    static const char *names[] = {"qwen3.6-35b-a3b", "qwen3.5-122b-a10b", "qwen3.5-397b-a17b",
+                                  "qwen3-30b-a3b",   "qwen3-235b-a22b",   "tiny-qwen35moe",
+                                  "tiny-qwen3moe"};
+    static const uint32_t ubatches[] = {1, 7, 512, 2048};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        for (size_t u = 0; u < sizeof ubatches / sizeof *ubatches; u++) {
+            const bg_preset *p = bg_preset_find(names[i]);
+            CHECK(p, "preset %s", names[i]);
+            if (!p)
+                continue;
+            const bg_hparams *hp = &p->hp;
+            bg_session_plan plan;
+            bg_plan_session(hp, 4096, ubatches[u], 2, 1, 1, &plan);
+            const uint64_t ub = ubatches[u], slots = ub * hp->n_expert_used;
+            const uint64_t *b = plan.buf_bytes;
+            CHECK(b[BG_BUF_GX] >= slots * hp->n_ff_exp * sizeof(float) &&
+                      b[BG_BUF_GX] >= ub * hp->n_embd * sizeof(float),
+                  "%s ub %llu: gx %llu bytes", names[i], (unsigned long long)ub,
+                  (unsigned long long)b[BG_BUF_GX]);
+            CHECK(b[BG_BUF_MEMBERS] >= BG_GPU_MOE_GROUP_INTS(slots, hp->n_expert) * 4 &&
+                      b[BG_BUF_MEMBERS] >= ub * 4,
+                  "%s ub %llu: members %llu bytes", names[i], (unsigned long long)ub,
+                  (unsigned long long)b[BG_BUF_MEMBERS]);
+            /* the up rows wait in slot_out when gate and up differ in type */
+            CHECK(b[BG_BUF_SLOT_OUT] >= slots * hp->n_embd * sizeof(float) &&
+                      hp->n_ff_exp <= hp->n_embd,
+                  "%s ub %llu: slot_out %llu bytes", names[i], (unsigned long long)ub,
+                  (unsigned long long)b[BG_BUF_SLOT_OUT]);
+        }
+}
+
 int main(void)
 {
     char dir[] = "/tmp/brigade_gpu_plan_XXXXXX";
@@ -249,6 +287,7 @@ int main(void)
     sizes();
     splits();
     layouts(dir);
+    device_buffers();
     rmdir(dir);
     return check_summary("test_gpu_plan");
 }
