@@ -6,7 +6,11 @@
  * Load time is excluded; one uncounted run of each test warms caches and
  * pages first. Tokens are random ids of the vocabulary.
  *
- * usage: oracle_bench MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS]
+ * usage: oracle_bench MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [-ngl N]
+ *                     [--n-cpu-moe N]
+ * -ngl and --n-cpu-moe are llama.cpp's (layers offloaded; routed experts of
+ * the first N layers kept in host memory) for a GPU build of the library
+ * (scripts/gpu-check.sh); the CPU build ignores them.
  * prints one machine-readable line per timed run on stdout:
  *   llama.cpp pp512 <tokens/s>
  *   llama.cpp tg128 <tokens/s> */
@@ -59,7 +63,8 @@ static double run_once(struct llama_context *ctx, int32_t n_vocab, int n_prompt,
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: oracle_bench MODEL [-p N] [-n N] [-t THREADS] [-r REPS]\n");
+    fprintf(stderr, "usage: oracle_bench MODEL [-p N] [-n N] [-t THREADS] [-r REPS] [-ngl N] "
+                    "[--n-cpu-moe N]\n");
     return 2;
 }
 
@@ -69,6 +74,7 @@ int main(int argc, char **argv)
         return usage();
     long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
     int n_prompt = 512, n_gen = 128, threads = n_cpu > 0 ? (int)n_cpu : 1, reps = 1;
+    int ngl = -2, n_cpu_moe = 0; /* -2: the library's default */
     for (int i = 2; i < argc; i += 2) {
         if (i + 1 >= argc)
             return usage();
@@ -79,11 +85,29 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-n")) n_gen = v;
         else if (!strcmp(argv[i], "-t") && v > 0) threads = v;
         else if (!strcmp(argv[i], "-r") && v > 0) reps = v;
+        else if (!strcmp(argv[i], "-ngl")) ngl = v;
+        else if (!strcmp(argv[i], "--n-cpu-moe") && v < 4096) n_cpu_moe = v;
         else return usage();
     }
     oracle_init();
     struct llama_model_params mp = llama_model_default_params();
     mp.progress_callback = oracle_no_progress;
+    if (ngl != -2)
+        mp.n_gpu_layers = ngl;
+    /* --n-cpu-moe as llama.cpp's common arguments do it: the expert
+     * tensors of layers 0..N-1 in a host buffer */
+    static char patterns[4096][48];
+    static struct llama_model_tensor_buft_override overrides[4097];
+    ggml_backend_dev_t cpu = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+    if (n_cpu_moe && cpu) {
+        for (int il = 0; il < n_cpu_moe; il++) {
+            snprintf(patterns[il], sizeof patterns[il], "blk\\.%d\\.ffn_(up|down|gate)_exps", il);
+            overrides[il] = (struct llama_model_tensor_buft_override){
+                patterns[il], ggml_backend_dev_buffer_type(cpu)};
+        }
+        overrides[n_cpu_moe] = (struct llama_model_tensor_buft_override){NULL, NULL};
+        mp.tensor_buft_overrides = overrides;
+    }
     struct llama_model *model = llama_model_load_from_file(argv[1], mp);
     if (!model) {
         fprintf(stderr, "oracle_bench: cannot load %s\n", argv[1]);

@@ -7,6 +7,10 @@
 # against the plan (within 2%), and benchmarks pp512/tg128 on the full
 # 40-layer Qwen3.6-35B-A3B Q4_K_M synthetic model all on the GPU, with
 # --gpu-budget 24G and 16G (-ngl auto), and 1/4/16 parallel sequences.
+# With build-gpu/llama-cuda.tar.xz present (scripts/gpu-oracle.sh writes it
+# on a machine with npm; carry it along), llama.cpp's CUDA build runs the
+# same file with the same placement (-ngl, --n-cpu-moe) and the table gives
+# brigade/llama.cpp ratios.
 # Writes $OUT/gpu-check.md (and logs beside it); exits 1 if a check failed.
 #
 #   OUT=/tmp/out sh scripts/gpu-check.sh
@@ -44,6 +48,24 @@ cc -std=c11 -O2 -o build-gpu/logits_nmse scripts/logits_nmse.c -lm || exit 1
 make -j"$J" CUDA=1 BUILD=build-gpu CUDA_ARCHS="$CAP" build-gpu/tests/test_cuda_ops \
     build-gpu/tests/test_gpu_mock >>"$LOG" 2>&1 || { echo "gpu-check: test build failed" >&2; exit 1; }
 NMSE=build-gpu/logits_nmse
+
+# llama.cpp's CUDA build, when carried here (scripts/gpu-oracle.sh)
+LLAMA=""
+LLAMA_NOTE="not run: no build-gpu/llama-cuda.tar.xz (make it with scripts/gpu-oracle.sh)"
+if [ -f build-gpu/llama-cuda.tar.xz ]; then
+    mkdir -p "$WORK/llama" && tar -C "$WORK/llama" -xJf build-gpu/llama-cuda.tar.xz
+    L=$WORK/llama/llama-cuda
+    if cc -std=c11 -O2 -D_DEFAULT_SOURCE -I"$L/include" -Itests -DORACLE_LIB_DIR="\"$L/lib\"" \
+        bench/oracle_bench.c -L"$L/lib" -l:libllama.cuda.v0.5.0.so -l:libggml.cuda.v0.5.0.so \
+        -l:libggml-base.so -Wl,-rpath,"$L/lib" -o build-gpu/oracle_bench_cuda >>"$LOG" 2>&1; then
+        LLAMA=build-gpu/oracle_bench_cuda
+        LLAMA_NOTE="llama.cpp 0.5.0 CUDA build (npm node-llama-cpp 3.22.1), device code for sm_$(cat "$L/ARCH")"
+    else
+        LLAMA_NOTE="not run: oracle_bench did not build against the CUDA bundle (see log)"
+    fi
+fi
+# the release has PTX only for sm_90: the driver compiles it once, kept here
+export CUDA_CACHE_PATH="$WORK/cuda-cache" CUDA_CACHE_MAXSIZE=4294967296
 
 {
     echo "# brigade GPU check"
@@ -151,6 +173,24 @@ memory_rows() {
     echo "| --- | --- | ---: | ---: | ---: | --- |"
 } > "$WORK/memory.md"
 
+# brigade's t/s from its bench table, as "label|test|t/s" lines
+brigade_rows() {
+    awk -F'|' -v label="$1" '$11 ~ /[0-9]/ && $10 !~ /test/ {
+        t = $10; gsub(/ /, "", t); split($11, v, " "); print label "|" t "|" v[1] }' "$2"
+}
+# llama.cpp on the same file and placement
+llama_bench() { # label ngl n_cpu_moe
+    [ -n "$LLAMA" ] || return 0
+    note "llama.cpp $1 (-ngl $2 --n-cpu-moe $3) at $(elapsed) s"
+    if timeout 300 "$LLAMA" "$FULL" -p 512 -n 128 -r 2 -ngl "$2" --n-cpu-moe "$3" \
+        > "$WORK/l.out" 2>> "$LOG"; then
+        awk -v label="$1" '$1 == "llama.cpp" { n[$2]++; s[$2] += $3 }
+            END { for (t in s) printf "%s|%s|%.2f\n", label, t, s[t] / n[t] }' \
+            "$WORK/l.out" >> "$WORK/llama.txt"
+    else
+        echo "$1|pp512|failed" >> "$WORK/llama.txt"
+    fi
+}
 bench() {
     label=$1; shift
     note "bench $label at $(elapsed) s"
@@ -158,19 +198,48 @@ bench() {
     echo >> "$WORK/bench.md"
     if timeout 240 "$B" bench -m "$FULL" -r 2 "$@" > "$WORK/b.md" 2> "$WORK/b.err"; then
         cat "$WORK/b.md" >> "$WORK/bench.md"
+        brigade_rows "$label" "$WORK/b.md" >> "$WORK/brigade.txt"
     else
         echo "failed: $(tail -n 3 "$WORK/b.err")" >> "$WORK/bench.md"; failed=1
     fi
     echo >> "$WORK/bench.md"
     cat "$WORK/b.err" >> "$LOG"
     memory_rows "$WORK/b.err" "$label" >> "$WORK/memory.md"
+    # the placement brigade ran, for llama.cpp's run beside it
+    PLACED=$(grep '^gpu: ' "$WORK/b.err" | head -n 1 |
+        sed -n 's/.*: \([0-9]*\) layers on the GPU, routed experts of \([0-9]*\) on.*/\1 \2/p')
 }
-: > "$WORK/bench.md"
-bench "all on the GPU (-ngl 99)" -p 512 -n 128 -ngl 99
-bench "--gpu-budget 24G (-ngl auto)" -p 512 -n 128 -ngl auto --gpu-budget 24G
-bench "--gpu-budget 16G (-ngl auto)" -p 512 -n 128 -ngl auto --gpu-budget 16G
+: > "$WORK/bench.md"; : > "$WORK/brigade.txt"; : > "$WORK/llama.txt"
+for budget in "" 24G 16G; do
+    if [ -z "$budget" ]; then
+        label="all on the GPU (-ngl 99)"
+        bench "$label" -p 512 -n 128 -ngl 99
+    else
+        label="--gpu-budget $budget (-ngl auto)"
+        bench "$label" -p 512 -n 128 -ngl auto --gpu-budget "$budget"
+    fi
+    set -- ${PLACED:-99 0}
+    # llama.cpp's -ngl counts the output layer too: all of brigade's layers
+    # on the GPU is llama.cpp's 99
+    ngl=$1; [ "$1" -ge 40 ] && ngl=99
+    llama_bench "$label" "$ngl" "$2"
+done
 bench "parallel sequences (-ngl 99)" -p 0 -n 128 -np 1,4,16 -ngl 99
 bench "CPU only, for reference" -p 512 -n 32 -r 1
+{
+    echo "### brigade / llama.cpp, same file and placement"
+    echo
+    echo "llama.cpp: $LLAMA_NOTE"
+    echo
+    echo "| placement | test | brigade t/s | llama.cpp t/s | ratio |"
+    echo "| --- | --- | ---: | ---: | ---: |"
+    awk -F'|' 'NR == FNR { l[$1 "|" $2] = $3; next }
+        {   k = $1 "|" $2; lv = (k in l) ? l[k] : "-";
+            r = (lv + 0 > 0) ? sprintf("%.3f", $3 / lv) : "-";
+            printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, lv, r }' \
+        "$WORK/llama.txt" "$WORK/brigade.txt"
+    echo
+} >> "$WORK/bench.md"
 cat "$WORK/memory.md" >> "$MD"
 grep -q 'FAIL |$' "$WORK/memory.md" && failed=1
 [ "$(grep -c '^| ' "$WORK/memory.md")" -gt 2 ] || { echo "no GPU memory report" >> "$MD"; failed=1; }
