@@ -99,10 +99,39 @@ $(ORACLE)/stamp: scripts/setup-oracle.sh
 # The chat-template test renders the real Jinja templates with Python's jinja2.
 PYTHON ?= $(shell for p in python3 /usr/bin/python3; do $$p -c 'import jinja2' 2>/dev/null && { echo $$p; break; }; done)
 
-test: all asan $(UNIT_BIN) $(ORACLE_BIN)
+# The CUDA kernels run on the host in make test, without a GPU: src/cuda/*.cu
+# compiled by the C++ compiler against tests/cuda_emu (an emulation of the
+# CUDA runtime, each CUDA thread a fiber). emu_cuda_ops checks every kernel
+# against the host reference; emu_gpu_session runs sessions on them and
+# compares logits with the CPU's. Not in a CUDA=1 build (its library holds
+# the real kernels).
+EMU_CXXFLAGS := -std=c++17 -O2 -g -ffp-contract=off -Wall -Wextra -Werror -Wno-unknown-pragmas \
+                -Itests/cuda_emu -Isrc -Iinclude
+EMU_OBJ := $(patsubst src/cuda/%.cu,$(BUILD)/emu/%.o,$(wildcard src/cuda/*.cu)) $(BUILD)/emu/emu.o
+ifneq ($(CUDA),1)
+EMU_BIN := $(BUILD)/tests/emu_cuda_ops $(BUILD)/tests/emu_gpu_session
+endif
+
+$(BUILD)/emu/%.o: src/cuda/%.cu
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -MMD -MP -x c++ -c $< -o $@
+$(BUILD)/emu/emu.o: tests/cuda_emu/emu.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/tests/emu_cuda_ops: tests/test_cuda_ops.c tests/gpu_reference.h tests/check.h $(EMU_OBJ) \
+                             $(BUILD)/libbrigade.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $< $(EMU_OBJ) $(BUILD)/libbrigade.a $(LIBS) -lstdc++ -o $@
+$(BUILD)/tests/emu_gpu_session: tests/test_gpu_mock.c tests/gpu_reference.h tests/check.h \
+                                $(EMU_OBJ) $(BUILD)/libbrigade.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DBG_TEST_DEVICE $< $(EMU_OBJ) $(BUILD)/libbrigade.a $(LIBS) -lstdc++ -o $@
+-include $(EMU_OBJ:.o=.d)
+
+test: all asan $(UNIT_BIN) $(EMU_BIN) $(ORACLE_BIN)
 	BRIGADE=$(BUILD)/brigade ORACLE_SRC_DIR=$(abspath $(ORACLE_SRCDIR)) PYTHON="$(PYTHON)" \
 	    BRIGADE_ASAN=$(BUILD)-asan/brigade \
-	    sh tests/run.sh $(UNIT_BIN) $(ORACLE_BIN) tests/cli_*.sh
+	    sh tests/run.sh $(UNIT_BIN) $(EMU_BIN) $(ORACLE_BIN) tests/cli_*.sh
 
 # The GPU tests share the host reference of the device table.
 $(BUILD)/tests/test_gpu_mock $(BUILD)/tests/test_cuda_ops: tests/gpu_reference.h

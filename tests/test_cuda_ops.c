@@ -2,11 +2,13 @@
  * the CPU engine's arithmetic): matrix products in every weight type and
  * batch size, norms, attention over every cache type (gated or not, with
  * the quantized caches' rotations, prefill then decode over two
- * sequences), the DeltaNet step, and the mixture of experts. On the same
- * inputs, outputs must agree to NMSE 1e-5 (1e-4 where the cache rounding
- * can tip a code). Built everywhere; without CUDA or without a GPU it
- * reports that it checked nothing. scripts/gpu-check.sh runs it first, so
- * a parity failure there can be traced to one kernel. */
+ * sequences), the DeltaNet step, routing and the mixture of experts. On
+ * the same inputs, outputs must agree to NMSE 1e-5 (1e-4 where the cache
+ * rounding can tip a code). make test runs it on the CUDA emulation
+ * (build/tests/emu_cuda_ops: the same kernels compiled for the host,
+ * tests/cuda_emu); on a GPU, scripts/gpu-check.sh runs the CUDA build
+ * first, so a parity failure there can be traced to one kernel. The plain
+ * build (no CUDA, no emulation) reports that it checked nothing. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -259,7 +261,7 @@ static void moes(void)
         for (size_t ti = 0; ti < sizeof n_toks / sizeof *n_toks; ti++) {
             const uint32_t n_tok = n_toks[ti];
             uint64_t mark = used;
-            bg_gpu_moe_args a = {.n_tok = n_tok, .n_embd = 256, .n_ff = 128, .n_expert = 16,
+            bg_gpu_moe_args a = {.n_tok = n_tok, .n_embd = 512, .n_ff = 256, .n_expert = 16,
                                  .n_used = 4, .type_gate = types[i][0],
                                  .type_up = types[i][1], .type_down = types[i][2]};
             const uint32_t slots = n_tok * a.n_used;

@@ -186,7 +186,7 @@ __global__ void k_attn_prepare(bg_gpu_attn_args a, const float *q, const float *
                                const uint32_t *tok_pos)
 {
     __shared__ double red[32];
-    extern __shared__ float v[]; // [head_dim]
+    BG_DYNAMIC_SHARED(float, v); // [head_dim]
     const uint32_t t = blockIdx.x, h = blockIdx.y, D = a.head_dim, j = threadIdx.x;
     const uint32_t pos = tok_pos[t], seq = tok_seq[t];
     if (h < a.n_head) {
@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     k_attn(bg_gpu_attn_args a, float *attn, const float *gate, const uint8_t *k_cache,
            const uint8_t *v_cache, const uint32_t *tok_seq, const uint32_t *tok_pos)
 {
-    extern __shared__ float sh[]; // q[D], acc[ATT_WARPS][D], then out[D]
+    BG_DYNAMIC_SHARED(float, sh); // q[D], acc[ATT_WARPS][D], then out[D]
     __shared__ float wm[ATT_WARPS], ws[ATT_WARPS];
     const uint32_t t = blockIdx.x, h = blockIdx.y, D = a.head_dim;
     const uint32_t lane = threadIdx.x % 32, w = threadIdx.x / 32, per = D / 32;
@@ -326,13 +326,13 @@ extern "C" int bg_cuda_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *d_
     if (!a->n_tok)
         return 0;
     const uint32_t heads = a->n_head > a->n_head_kv ? a->n_head : a->n_head_kv;
-    k_attn_prepare<<<dim3(a->n_tok, heads), D, D * sizeof(float), g->stream>>>(
+    BG_LAUNCH(dim3(a->n_tok, heads), D, D * sizeof(float), g->stream, k_attn_prepare)(
         *a, d_q, d_kv, d_gate, d_attn, d_q_norm, d_k_norm, d_k_cache, d_v_cache, d_tok_seq,
         d_tok_pos);
     if (bg_cuda_launched(g, "attention (prepare)"))
         return -1;
     const size_t shmem = (size_t)(2 + ATT_WARPS) * D * sizeof(float);
-    k_attn<<<dim3(a->n_tok, a->n_head), ATT_WARPS * 32, shmem, g->stream>>>(
+    BG_LAUNCH(dim3(a->n_tok, a->n_head), ATT_WARPS * 32, shmem, g->stream, k_attn)(
         *a, d_attn, d_gate, d_k_cache, d_v_cache, d_tok_seq, d_tok_pos);
     return bg_cuda_launched(g, "attention");
 }
@@ -479,25 +479,25 @@ extern "C" int bg_cuda_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float 
     if (!n)
         return 0;
     const uint32_t conv_dim = 2 * S * Hk + S * Hv;
-    k_dn_gates<<<(Hv * n + 255) / 256, 256, 0, g->stream>>>(d_heads, d_dt, d_a, Hv, n);
+    BG_LAUNCH((Hv * n + 255) / 256, 256, 0, g->stream, k_dn_gates)(d_heads, d_dt, d_a, Hv, n);
     if (bg_cuda_launched(g, "DeltaNet gates"))
         return -1;
-    k_dn_conv<<<(conv_dim + 127) / 128, 128, 0, g->stream>>>(
+    BG_LAUNCH((conv_dim + 127) / 128, 128, 0, g->stream, k_dn_conv)(
         d_qkv, a->q_width, d_conv_w, d_conv, a->conv_seq_floats, d_tok_seq, conv_dim,
         a->conv_kernel, n);
     if (bg_cuda_launched(g, "DeltaNet convolution"))
         return -1;
     const uint32_t l2_warps = 2 * Hk * n;
-    k_dn_l2<<<(l2_warps * 32 + 127) / 128, 128, 0, g->stream>>>(d_qkv, a->q_width, S, 2 * Hk,
+    BG_LAUNCH((l2_warps * 32 + 127) / 128, 128, 0, g->stream, k_dn_l2)(d_qkv, a->q_width, S, 2 * Hk,
                                                                 a->eps, n);
     if (bg_cuda_launched(g, "DeltaNet l2 norm"))
         return -1;
-    k_dn_recur<<<Hv, DN_WARPS * 32, 0, g->stream>>>(d_qkv, a->q_width, d_heads, d_ssm,
+    BG_LAUNCH(Hv, DN_WARPS * 32, 0, g->stream, k_dn_recur)(d_qkv, a->q_width, d_heads, d_ssm,
                                                     a->ssm_seq_floats, d_attn, a->a_width,
                                                     d_tok_seq, S, Hk, Hv, n);
     if (bg_cuda_launched(g, "DeltaNet state"))
         return -1;
-    k_dn_norm<<<(Hv * n * 32 + 127) / 128, 128, 0, g->stream>>>(d_attn, a->a_width, d_z,
+    BG_LAUNCH((Hv * n * 32 + 127) / 128, 128, 0, g->stream, k_dn_norm)(d_attn, a->a_width, d_z,
                                                                 d_norm_w, S, Hv, a->eps, n);
     return bg_cuda_launched(g, "DeltaNet norm");
 }

@@ -154,7 +154,7 @@ static int gpu_rmsnorm(bg_gpu *g, float *d_y, size_t y_stride, const float *d_x,
 {
     if (!n_rows)
         return 0;
-    k_rmsnorm<<<n_rows, 256, 0, g->stream>>>(d_y, y_stride, d_x, x_stride, d_w, n, eps);
+    BG_LAUNCH(n_rows, 256, 0, g->stream, k_rmsnorm)(d_y, y_stride, d_x, x_stride, d_w, n, eps);
     return bg_cuda_launched(g, "rmsnorm");
 }
 
@@ -169,7 +169,7 @@ static int gpu_add(bg_gpu *g, float *d_x, const float *d_y, uint64_t n)
 {
     if (!n)
         return 0;
-    k_add<<<(unsigned)((n + 255) / 256), 256, 0, g->stream>>>(d_x, d_y, n);
+    BG_LAUNCH((unsigned)((n + 255) / 256), 256, 0, g->stream, k_add)(d_x, d_y, n);
     return bg_cuda_launched(g, "add");
 }
 
@@ -189,7 +189,7 @@ extern "C" int bg_cuda_silu_mul(bg_gpu *g, float *d_g, const float *d_u, uint32_
     const uint64_t total = (uint64_t)n * n_tok;
     if (!total)
         return 0;
-    k_silu_mul<<<(unsigned)((total + 255) / 256), 256, 0, g->stream>>>(d_g, d_u, n, stride, n_tok);
+    BG_LAUNCH((unsigned)((total + 255) / 256), 256, 0, g->stream, k_silu_mul)(d_g, d_u, n, stride, n_tok);
     return bg_cuda_launched(g, "silu");
 }
 
@@ -225,7 +225,7 @@ static int gpu_shared_gate(bg_gpu *g, float *d_out, const float *d_y, const floa
 {
     if (!n_tok)
         return 0;
-    k_shared_gate<<<n_tok, 256, 0, g->stream>>>(d_out, d_y, d_xn, d_w, n_embd);
+    BG_LAUNCH(n_tok, 256, 0, g->stream, k_shared_gate)(d_out, d_y, d_xn, d_w, n_embd);
     return bg_cuda_launched(g, "shared expert gate");
 }
 

@@ -16,6 +16,15 @@
 
 #include "gpu.h"
 
+// Kernel launches and dynamic shared memory go through these macros, so
+// that the tests' CUDA emulation (tests/cuda_emu/cuda_runtime.h, which
+// defines them first) can run the kernels on the host:
+//   BG_LAUNCH(grid, block, shmem, stream, kernel)(args...)
+#ifndef BG_LAUNCH
+#define BG_LAUNCH(grid, block, shmem, stream, ...) __VA_ARGS__<<<grid, block, shmem, stream>>>
+#define BG_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+#endif
+
 // GGUF type ids (src/types.h, which is C-only because of its _Static_asserts
 // elsewhere; the numbers are the file format's).
 enum {

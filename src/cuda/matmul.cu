@@ -200,7 +200,7 @@ extern "C" int bg_cuda_matmul(bg_gpu *g, uint32_t type, const void *d_w, uint64_
     const dim3 grid = mm_grid(n_out, n_tok);
     bool ok;
 #define MM(T)                                                                                \
-    k_matmul<T><<<grid, MM_WARPS * 32, 0, g->stream>>>((const uint8_t *)d_w, n_in, n_out, d_x, \
+    BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul<T>)((const uint8_t *)d_w, n_in, n_out, d_x, \
                                                        x_stride, d_y, y_stride, n_tok)
     BG_DISPATCH(type, ok, MM);
 #undef MM
@@ -243,7 +243,7 @@ __global__ void __launch_bounds__(ROUTE_THREADS)
     k_route(const float *router, uint32_t n_expert, uint32_t k_used, int32_t *chosen,
             float *chosen_w)
 {
-    extern __shared__ float p[]; // [n_expert] probabilities, then [k_used] chosen ones
+    BG_DYNAMIC_SHARED(float, p); // [n_expert] probabilities, then [k_used] chosen ones
     __shared__ float red_v[ROUTE_THREADS / 32];
     __shared__ int red_i[ROUTE_THREADS / 32];
     __shared__ double red_d[ROUTE_THREADS / 32];
@@ -304,7 +304,7 @@ extern "C" int bg_cuda_route(bg_gpu *g, float *d_router, uint32_t n_tok, uint32_
         return -1;
     }
     const size_t shmem = (size_t)(n_expert + n_used) * sizeof(float);
-    k_route<<<n_tok, ROUTE_THREADS, shmem, g->stream>>>(d_router, n_expert, n_used, d_chosen,
+    BG_LAUNCH(n_tok, ROUTE_THREADS, shmem, g->stream, k_route)(d_router, n_expert, n_used, d_chosen,
                                                         d_chosen_w);
     return bg_cuda_launched(g, "routing");
 }
@@ -316,7 +316,7 @@ extern "C" int bg_cuda_route(bg_gpu *g, float *d_router, uint32_t n_tok, uint32_
 __global__ void k_group(const int32_t *chosen, uint32_t n_slots, uint32_t n_expert,
                         int32_t *groups)
 {
-    extern __shared__ int32_t cursor[]; // [n_expert]
+    BG_DYNAMIC_SHARED(int32_t, cursor); // [n_expert]
     int32_t *offsets = groups, *n_active = groups + n_expert + 1, *active = n_active + 1;
     int32_t *sorted = active + n_expert;
     for (uint32_t e = threadIdx.x; e < n_expert; e += blockDim.x)
@@ -391,10 +391,10 @@ static int expert_group(bg_gpu *g, int nr, uint32_t type, const void *w0, const 
     const dim3 grid((unsigned)((n_out + MM_WARPS - 1) / MM_WARPS), n_groups);
     bool ok;
 #define EG(T)                                                                                \
-    (nr == 2 ? k_expert_group<T, 2><<<grid, MM_WARPS * 32, 0, g->stream>>>(                    \
+    (nr == 2 ? BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_expert_group<T, 2>)(                    \
                    (const uint8_t *)w0, (const uint8_t *)w1, expert_bytes, n_in, n_out, groups, \
                    n_expert, x, xs, x_div, y, ys)                                            \
-             : k_expert_group<T, 1><<<grid, MM_WARPS * 32, 0, g->stream>>>(                    \
+             : BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_expert_group<T, 1>)(                    \
                    (const uint8_t *)w0, (const uint8_t *)w0, expert_bytes, n_in, n_out, groups, \
                    n_expert, x, xs, x_div, y, ys))
     BG_DISPATCH(type, ok, EG);
@@ -433,7 +433,7 @@ extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_x
                  a->n_ff);
         return -1;
     }
-    k_group<<<1, 1024, a->n_expert * sizeof(int32_t), g->stream>>>(d_chosen, slots, a->n_expert,
+    BG_LAUNCH(1, 1024, a->n_expert * sizeof(int32_t), g->stream, k_group)(d_chosen, slots, a->n_expert,
                                                                    d_groups);
     if (bg_cuda_launched(g, "grouping the experts' tokens"))
         return -1;
@@ -458,7 +458,7 @@ extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_x
                      d_groups, a->n_expert, slots, d_h, a->n_ff, 1, d_slot_out, a->n_embd))
         return -1;
     const uint64_t n_o = (uint64_t)a->n_tok * a->n_embd;
-    k_combine<<<(unsigned)((n_o + 255) / 256), 256, 0, g->stream>>>(d_out, d_slot_out, d_chosen_w,
+    BG_LAUNCH((unsigned)((n_o + 255) / 256), 256, 0, g->stream, k_combine)(d_out, d_slot_out, d_chosen_w,
                                                                     a->n_embd, a->n_used, a->n_tok);
     return bg_cuda_launched(g, "expert sum");
 }

@@ -1,0 +1,203 @@
+// A host emulation of the part of CUDA that src/cuda/ uses, for tests: the
+// .cu files compile with g++ against this header (tests/cuda_emu/ comes
+// first on the include path) and their kernels run on the CPU, each CUDA
+// thread a fiber. Blocks run one after another; a block's threads switch
+// only at barriers (__syncthreads, __syncwarp, a shuffle), so a kernel that
+// needs a barrier it lacks, or that diverges around one, is caught: the
+// first as a wrong result (threads run in order, not at once), the second
+// as an abort naming it. Launch limits are a real GPU's: at most 1024
+// threads a block, 65535 blocks in y and z, 48 KiB of dynamic shared
+// memory. Dynamic shared memory starts as NaN bytes. Streams are in order;
+// captures record the launches and graph launches replay them.
+//
+// What it cannot show: speed, the memory model of concurrent threads,
+// register or occupancy limits, the device's own expf/rounding (host libm
+// runs here). Tests only: the product never builds it.
+#pragma once
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <functional>
+#include <tuple>
+#include <utility>
+
+#include "fp16.h"
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __constant__
+#define __shared__ static
+#define __launch_bounds__(...)
+
+struct uint3 {
+    unsigned x, y, z;
+};
+struct dim3 {
+    unsigned x, y, z;
+    constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+struct float4 {
+    float x, y, z, w;
+};
+
+// ------------------------------------------------------------ runtime
+
+enum cudaError {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInvalidConfiguration = 9,
+    cudaErrorNoDevice = 100,
+    cudaErrorStreamCaptureUnsupported = 900,
+    cudaErrorStreamCaptureInvalidated = 901,
+};
+typedef enum cudaError cudaError_t;
+enum cudaMemcpyKind { cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2 };
+enum cudaStreamCaptureMode { cudaStreamCaptureModeThreadLocal = 1 };
+#define cudaStreamNonBlocking 1u
+
+typedef struct bg_emu_stream *cudaStream_t;
+typedef struct bg_emu_graph *cudaGraph_t;
+typedef struct bg_emu_graph *cudaGraphExec_t;
+
+struct cudaDeviceProp {
+    char name[256];
+    int major, minor;
+    size_t totalGlobalMem;
+};
+
+cudaError_t cudaGetDeviceCount(int *n);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaMalloc(void **p, size_t bytes);
+cudaError_t cudaFree(void *p);
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t s);
+cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t s);
+cudaError_t cudaGetLastError(void);
+const char *cudaGetErrorString(cudaError_t e);
+const char *cudaGetErrorName(cudaError_t e);
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
+                                 unsigned long long flags);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+
+// ------------------------------------------------------------ threads
+
+namespace bg_emu {
+struct ids {
+    uint3 thread, block;
+    dim3 block_dim, grid_dim;
+    unsigned shuffles; // this thread's count, for the exchange's double buffer
+};
+extern ids *current; // the CUDA thread (fiber) running
+void barrier(bool warp);
+void *lane_slot(unsigned lane, unsigned buffer); // 8 bytes per lane of the running warp
+void *dynamic_shared(void);
+void launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, std::function<void()> body);
+
+inline unsigned lane(void)
+{
+    const ids *c = current;
+    return (c->thread.x + c->block_dim.x * (c->thread.y + c->block_dim.y * c->thread.z)) % 32;
+}
+
+// Shuffles alternate between two exchange buffers, so one barrier each
+// suffices: after it, a lane's next write goes to the other buffer, and the
+// write after that waits at a barrier every lane reaches only after reading
+// this one.
+template <typename T> T shuffle(T v, unsigned from)
+{
+    static_assert(sizeof(T) <= 8, "shuffles move up to 8 bytes");
+    const unsigned buffer = current->shuffles++ & 1;
+    memcpy(lane_slot(lane(), buffer), &v, sizeof v);
+    barrier(true);
+    T r;
+    memcpy(&r, lane_slot(from % 32, buffer), sizeof r);
+    return r;
+}
+
+// k<<<grid, block, shmem, stream>>>(args) as BG_LAUNCH(...)(args): the
+// arguments are converted to the kernel's parameter types and kept by
+// value, as a launch does.
+template <typename... P> struct launcher {
+    dim3 grid, block;
+    size_t shmem;
+    cudaStream_t stream;
+    void (*kernel)(P...);
+    template <typename... A> void operator()(A &&...a) const
+    {
+        std::tuple<P...> args(static_cast<P>(a)...);
+        void (*k)(P...) = kernel;
+        launch(grid, block, shmem, stream, [k, args]() { std::apply(k, args); });
+    }
+};
+template <typename... P>
+launcher<P...> make_launcher(dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
+                             void (*kernel)(P...))
+{
+    return launcher<P...>{grid, block, shmem, s, kernel};
+}
+} // namespace bg_emu
+
+#define BG_LAUNCH(grid, block, shmem, stream, ...)                                           \
+    bg_emu::make_launcher(grid, block, shmem, stream, __VA_ARGS__)
+#define BG_DYNAMIC_SHARED(type, name) type *name = (type *)bg_emu::dynamic_shared()
+
+#define threadIdx (bg_emu::current->thread)
+#define blockIdx (bg_emu::current->block)
+#define blockDim (bg_emu::current->block_dim)
+#define gridDim (bg_emu::current->grid_dim)
+
+inline void __syncthreads(void) { bg_emu::barrier(false); }
+inline void __syncwarp(void) { bg_emu::barrier(true); }
+template <typename T> T __shfl_xor_sync(unsigned, T v, int mask)
+{
+    return bg_emu::shuffle(v, bg_emu::lane() ^ (unsigned)mask);
+}
+template <typename T> T __shfl_sync(unsigned, T v, int src) { return bg_emu::shuffle(v, (unsigned)src); }
+
+// Threads switch only at barriers, so these are atomic here.
+inline int atomicAdd(int *p, int v)
+{
+    const int old = *p;
+    *p += v;
+    return old;
+}
+inline float atomicAdd(float *p, float v)
+{
+    const float old = *p;
+    *p += v;
+    return old;
+}
+
+// Built with -ffp-contract=off: these round once, as on the device.
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __uint_as_float(unsigned u) { return bg_f32_from_bits(u); }
+
+struct __half {
+    uint16_t bits;
+};
+struct __nv_bfloat16 {
+    uint16_t bits;
+};
+inline float __half2float(__half h) { return bg_f16_to_f32(h.bits); }
+inline __half __float2half_rn(float f) { return __half{bg_f32_to_f16(f)}; }
+inline __half __ushort_as_half(unsigned short u) { return __half{u}; }
+inline unsigned short __half_as_ushort(__half h) { return h.bits; }
+inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16{bg_f32_to_bf16(f)}; }
+inline float __bfloat162float(__nv_bfloat16 b) { return bg_bf16_to_f32(b.bits); }

@@ -1,0 +1,367 @@
+// The CUDA emulation's runtime (see cuda_runtime.h): memory, streams,
+// graphs, and the scheduler that runs a block's threads as fibers.
+#include "cuda_runtime.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include <vector>
+
+#if !defined(__x86_64__)
+#error "the CUDA emulation switches fibers with x86-64 code"
+#endif
+
+// Saves the callee-saved registers on the running stack, stores its
+// pointer in *save, and continues on the stack `load` (as saved by an
+// earlier switch, or prepared by start_fiber). A few instructions: the
+// kernels switch at every shuffle, and ucontext's system calls made the
+// tests minutes long.
+extern "C" void bg_emu_switch(void **save, void *load);
+asm(".text\n"
+    ".globl bg_emu_switch\n"
+    ".type bg_emu_switch, @function\n"
+    "bg_emu_switch:\n"
+    "    pushq %rbp\n"
+    "    pushq %rbx\n"
+    "    pushq %r12\n"
+    "    pushq %r13\n"
+    "    pushq %r14\n"
+    "    pushq %r15\n"
+    "    movq %rsp, (%rdi)\n"
+    "    movq %rsi, %rsp\n"
+    "    popq %r15\n"
+    "    popq %r14\n"
+    "    popq %r13\n"
+    "    popq %r12\n"
+    "    popq %rbx\n"
+    "    popq %rbp\n"
+    "    ret\n"
+    ".size bg_emu_switch, .-bg_emu_switch\n");
+
+namespace {
+
+// ------------------------------------------------------------- fibers
+
+enum state { READY, AT_WARP_BARRIER, AT_BLOCK_BARRIER, DONE };
+
+struct fiber {
+    void *sp; // saved stack pointer while switched out
+    bg_emu::ids ids;
+    state st;
+};
+
+enum { MAX_THREADS = 1024, STACK_BYTES = 128 << 10 };
+
+void *scheduler_sp;
+fiber fibers[MAX_THREADS];
+unsigned n_fibers, running;
+uint8_t *stacks;                       // MAX_THREADS stacks, mapped once
+const std::function<void()> *body;     // the kernel of the block running
+uint64_t slots[MAX_THREADS / 32][2][32]; // each warp's shuffle exchange, two buffers
+std::vector<uint8_t> dyn_shared;
+
+void fiber_main(void)
+{
+    (*body)();
+    fibers[running].st = DONE;
+    bg_emu_switch(&fibers[running].sp, scheduler_sp); // never resumed
+    abort();
+}
+
+// A fresh stack whose first switch "returns" into fiber_main, entered as
+// a call would enter it (rsp = 8 mod 16).
+void *start_fiber(uint8_t *stack)
+{
+    uintptr_t top = ((uintptr_t)stack + STACK_BYTES) & ~(uintptr_t)15;
+    void **sp = (void **)top;
+    *--sp = NULL;                     // fiber_main's return address: none
+    *--sp = (void *)fiber_main;       // where the switch's ret goes
+    for (int r = 0; r < 6; r++)       // rbp, rbx, r12..r15
+        *--sp = NULL;
+    return sp;
+}
+
+[[noreturn]] void die(const char *what)
+{
+    fprintf(stderr, "cuda emulation: %s\n", what);
+    abort();
+}
+
+// Releases the threads waiting at a barrier every live thread of their
+// scope (warp or block) has reached; returns how many.
+unsigned release(void)
+{
+    unsigned freed = 0;
+    bool all_block = true;
+    for (unsigned i = 0; i < n_fibers; i++)
+        if (fibers[i].st != DONE && fibers[i].st != AT_BLOCK_BARRIER)
+            all_block = false;
+    if (all_block) {
+        for (unsigned i = 0; i < n_fibers; i++)
+            if (fibers[i].st == AT_BLOCK_BARRIER)
+                fibers[i].st = READY, freed++;
+        return freed;
+    }
+    for (unsigned w0 = 0; w0 < n_fibers; w0 += 32) {
+        const unsigned w1 = w0 + 32 < n_fibers ? w0 + 32 : n_fibers;
+        bool all_warp = true, any = false;
+        for (unsigned i = w0; i < w1; i++) {
+            if (fibers[i].st == AT_WARP_BARRIER)
+                any = true;
+            else if (fibers[i].st != DONE)
+                all_warp = false;
+        }
+        if (any && all_warp)
+            for (unsigned i = w0; i < w1; i++)
+                if (fibers[i].st == AT_WARP_BARRIER)
+                    fibers[i].st = READY, freed++;
+    }
+    return freed;
+}
+
+void run_block(dim3 grid, dim3 block, uint3 bid)
+{
+    n_fibers = block.x * block.y * block.z;
+    memset(dyn_shared.data(), 0xFF, dyn_shared.size()); // NaN until written
+    for (unsigned i = 0; i < n_fibers; i++) {
+        fiber *f = &fibers[i];
+        f->ids.thread = uint3{i % block.x, i / block.x % block.y, i / (block.x * block.y)};
+        f->ids.block = bid;
+        f->ids.block_dim = block;
+        f->ids.grid_dim = grid;
+        f->ids.shuffles = 0;
+        f->st = READY;
+        f->sp = start_fiber(stacks + (size_t)i * STACK_BYTES);
+    }
+    for (;;) {
+        bool ran = false, live = false;
+        for (unsigned i = 0; i < n_fibers; i++) {
+            if (fibers[i].st == READY) {
+                running = i;
+                bg_emu::current = &fibers[i].ids;
+                bg_emu_switch(&scheduler_sp, fibers[i].sp);
+                ran = true;
+            }
+            live |= fibers[i].st != DONE;
+        }
+        if (!live)
+            return;
+        if (!release() && !ran)
+            die("threads wait at different barriers (a barrier some threads of a warp or "
+                "block skip)");
+    }
+}
+
+// ------------------------------------------------------ streams, graphs
+
+uint64_t allocated;
+const uint64_t TOTAL = 80ull << 30;
+cudaError_t last_error = cudaSuccess;
+
+} // namespace
+
+struct bg_emu_graph {
+    std::vector<std::function<void()>> launches;
+};
+struct bg_emu_stream {
+    bool capturing;
+    bg_emu_graph *graph;
+};
+
+namespace bg_emu {
+ids *current;
+
+void barrier(bool warp)
+{
+    fibers[running].st = warp ? AT_WARP_BARRIER : AT_BLOCK_BARRIER;
+    bg_emu_switch(&fibers[running].sp, scheduler_sp);
+}
+
+void *lane_slot(unsigned lane, unsigned buffer) { return &slots[running / 32][buffer][lane]; }
+
+void *dynamic_shared(void) { return dyn_shared.data(); }
+
+static void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<void()> &kernel)
+{
+    if (!stacks) {
+        void *p = mmap(NULL, (size_t)MAX_THREADS * STACK_BYTES, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED)
+            die("no memory for the thread stacks");
+        stacks = (uint8_t *)p;
+    }
+    dyn_shared.assign(shmem ? shmem : 1, 0);
+    body = &kernel;
+    for (unsigned z = 0; z < grid.z; z++)
+        for (unsigned y = 0; y < grid.y; y++)
+            for (unsigned x = 0; x < grid.x; x++)
+                run_block(grid, block, uint3{x, y, z});
+    current = NULL;
+}
+
+void launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, std::function<void()> kernel)
+{
+    const uint64_t threads = (uint64_t)block.x * block.y * block.z;
+    if (!threads || threads > MAX_THREADS || block.z > 64 || !grid.x || !grid.y || !grid.z ||
+        grid.y > 65535 || grid.z > 65535 || shmem > 48 * 1024) {
+        last_error = cudaErrorInvalidConfiguration;
+        return;
+    }
+    if (s && s->capturing) {
+        s->graph->launches.push_back([=]() { run_grid(grid, block, shmem, kernel); });
+        return;
+    }
+    run_grid(grid, block, shmem, kernel);
+}
+} // namespace bg_emu
+
+cudaError_t cudaGetDeviceCount(int *n)
+{
+    *n = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorNoDevice; }
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device)
+{
+    if (device != 0)
+        return cudaErrorNoDevice;
+    memset(prop, 0, sizeof *prop);
+    snprintf(prop->name, sizeof prop->name, "CUDA emulation on the host");
+    prop->major = 9;
+    prop->minor = 0;
+    prop->totalGlobalMem = TOTAL;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
+{
+    (void)flags;
+    *s = new bg_emu_stream{false, NULL};
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+    delete s;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+    return s && s->capturing ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+}
+
+// Each allocation records its size before the address handed out.
+cudaError_t cudaMalloc(void **p, size_t bytes)
+{
+    if (allocated + bytes > TOTAL)
+        return cudaErrorMemoryAllocation;
+    void *raw = NULL;
+    if (posix_memalign(&raw, 256, bytes + 256))
+        return cudaErrorMemoryAllocation;
+    memcpy(raw, &bytes, sizeof bytes);
+    memset((uint8_t *)raw + 256, 0xA5, bytes); // garbage until written, as cudaMalloc's
+    allocated += bytes;
+    *p = (uint8_t *)raw + 256;
+    return cudaSuccess;
+}
+cudaError_t cudaFree(void *p)
+{
+    if (!p)
+        return cudaSuccess;
+    uint8_t *raw = (uint8_t *)p - 256;
+    size_t bytes;
+    memcpy(&bytes, raw, sizeof bytes);
+    allocated -= bytes;
+    free(raw);
+    return cudaSuccess;
+}
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
+{
+    *free_bytes = TOTAL - allocated;
+    *total_bytes = TOTAL;
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t s)
+{
+    (void)kind;
+    if (s && s->capturing)
+        return cudaErrorStreamCaptureUnsupported;
+    memcpy(dst, src, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t s)
+{
+    if (s && s->capturing)
+        return cudaErrorStreamCaptureUnsupported;
+    memset(dst, value, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaGetLastError(void)
+{
+    cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+const char *cudaGetErrorName(cudaError_t e)
+{
+    switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    }
+    return "cudaErrorUnknown";
+}
+const char *cudaGetErrorString(cudaError_t e)
+{
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    default: return cudaGetErrorName(e);
+    }
+}
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode)
+{
+    (void)mode;
+    if (s->capturing)
+        return cudaErrorStreamCaptureInvalidated;
+    s->capturing = true;
+    s->graph = new bg_emu_graph;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph)
+{
+    if (!s->capturing)
+        return cudaErrorInvalidValue;
+    s->capturing = false;
+    *graph = s->graph;
+    s->graph = NULL;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long)
+{
+    *exec = new bg_emu_graph(*graph);
+    return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s)
+{
+    if (s && s->capturing)
+        return cudaErrorStreamCaptureUnsupported;
+    for (const auto &l : exec->launches)
+        l();
+    return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t graph)
+{
+    delete graph;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
+{
+    delete exec;
+    return cudaSuccess;
+}
