@@ -2,10 +2,11 @@
 // .cu files compile with g++ against this header (tests/cuda_emu/ comes
 // first on the include path) and their kernels run on the CPU, each CUDA
 // thread a fiber. Blocks run one after another; a block's threads switch
-// only at barriers (__syncthreads, __syncwarp, a shuffle), so a kernel that
-// needs a barrier it lacks, or that diverges around one, is caught: the
-// first as a wrong result (threads run in order, not at once), the second
-// as an abort naming it. Launch limits are a real GPU's: at most 1024
+// only at barriers (__syncthreads, __syncwarp, a shuffle). A kernel that
+// lacks a barrier between one thread's write to shared memory and another's
+// read shows it as a wrong result (odd blocks run their threads last to
+// first, so the read comes first in one of the two orders); one that
+// diverges around a barrier aborts, saying so. Launch limits are a real GPU's: at most 1024
 // threads a block, 65535 blocks in y and z, 48 KiB of dynamic shared
 // memory. Dynamic shared memory starts as NaN bytes. Streams are in order;
 // captures record the launches and graph launches replay them.

@@ -134,9 +134,15 @@ void run_block(dim3 grid, dim3 block, uint3 bid)
         f->st = READY;
         f->sp = start_fiber(stacks + (size_t)i * STACK_BYTES);
     }
+    /* odd blocks run their threads last to first: a read of shared memory
+     * that lacks the barrier after another thread's write then sees the
+     * NaN the block started with (in even blocks, the earlier thread's
+     * write) */
+    const bool reverse = (bid.x + bid.y + bid.z) & 1;
     for (;;) {
         bool ran = false, live = false;
-        for (unsigned i = 0; i < n_fibers; i++) {
+        for (unsigned k = 0; k < n_fibers; k++) {
+            const unsigned i = reverse ? n_fibers - 1 - k : k;
             if (fibers[i].st == READY) {
                 running = i;
                 bg_emu::current = &fibers[i].ids;
