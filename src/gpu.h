@@ -82,11 +82,20 @@ typedef struct bg_gpu_api {
     int (*matmul)(bg_gpu *g, uint32_t type, const void *d_w, uint64_t n_in, uint64_t n_out,
                   const float *d_x, size_t x_stride, float *d_y, size_t y_stride,
                   uint32_t n_tok);
+    /* h[t][o] = silu(g) * u, g = Wg x[t] and u = Wu x[t] (n_out rows of
+     * n_in each, both in `type`): the gate and up rows read in one pass. */
+    int (*matmul_swiglu)(bg_gpu *g, uint32_t type, const void *d_wg, const void *d_wu,
+                         uint64_t n_in, uint64_t n_out, const float *d_x, size_t x_stride,
+                         float *d_h, size_t h_stride, uint32_t n_tok);
     /* y = x / sqrt(mean(x^2) + eps) * w (w may be NULL), rows of n. */
     int (*rmsnorm)(bg_gpu *g, float *d_y, size_t y_stride, const float *d_x, size_t x_stride,
                    const float *d_w, uint32_t n, uint32_t n_rows, float eps);
     /* x[i] += y[i] */
     int (*add)(bg_gpu *g, float *d_x, const float *d_y, uint64_t n);
+    /* A residual and the next norm in one pass over rows of n: x += y,
+     * then xn = rmsnorm(x) * w (contiguous rows). */
+    int (*add_rmsnorm)(bg_gpu *g, float *d_x, const float *d_y, float *d_xn, const float *d_w,
+                       uint32_t n, uint32_t n_rows, float eps);
     /* Attention: split, QK-norm, rope, rotation, cache store, then each
      * token over its sequence's positions; output (gated) into d_attn. */
     int (*attention)(bg_gpu *g, const bg_gpu_attn_args *a, float *d_q, float *d_kv,

@@ -377,9 +377,17 @@ static int shared_expert(bg_gpu_session *gs, const brigade_session *s, uint32_t 
     const size_t E = hp->n_embd, w = s->ff_width;
     float *xn = buf(gs, BG_BUF_XN), *fg = buf(gs, BG_BUF_FF_GATE), *fu = buf(gs, BG_BUF_FF_UP);
     float *gy = buf(gs, BG_BUF_GY);
-    int rc = PROJECT(BG_ROLE_FFN_GATE_SHEXP, xn, E, fg, w);
-    rc = rc ? rc : PROJECT(BG_ROLE_FFN_UP_SHEXP, xn, E, fu, w);
-    rc = rc ? rc : gs->api->silu_mul(gs->g, fg, fu, hp->n_ff_shexp, w, s->n_tok);
+    const brigade_tensor_info *tg = L->t[BG_ROLE_FFN_GATE_SHEXP], *tu = L->t[BG_ROLE_FFN_UP_SHEXP];
+    int rc;
+    if (tg->type == tu->type && tg->ne[0] == tu->ne[0] && tg->ne[1] == tu->ne[1]) {
+        rc = gs->api->matmul_swiglu(gs->g, tg->type, weight(gs, il, BG_ROLE_FFN_GATE_SHEXP),
+                                    weight(gs, il, BG_ROLE_FFN_UP_SHEXP), tg->ne[0], tg->ne[1],
+                                    xn, E, fg, w, s->n_tok);
+    } else {
+        rc = PROJECT(BG_ROLE_FFN_GATE_SHEXP, xn, E, fg, w);
+        rc = rc ? rc : PROJECT(BG_ROLE_FFN_UP_SHEXP, xn, E, fu, w);
+        rc = rc ? rc : gs->api->silu_mul(gs->g, fg, fu, hp->n_ff_shexp, w, s->n_tok);
+    }
     rc = rc ? rc : PROJECT(BG_ROLE_FFN_DOWN_SHEXP, fg, w, gy, E);
     return rc ? rc
               : gs->api->shared_gate(gs->g, buf(gs, BG_BUF_OUT), gy, xn,
@@ -401,10 +409,27 @@ static int norm(bg_gpu_session *gs, const brigade_session *s, uint32_t il, int r
                             weight(gs, il, role), E, s->n_tok, s->hp->rms_eps);
 }
 
-static int residual(bg_gpu_session *gs, const brigade_session *s)
+/* The norm before the mixer (ffn false) or the experts of layer il. */
+static int norm_role(const bg_hparams *hp, bool ffn)
 {
-    return gs->api->add(gs->g, buf(gs, BG_BUF_X), buf(gs, BG_BUF_OUT),
-                        (uint64_t)s->n_tok * s->hp->n_embd);
+    if (!ffn)
+        return BG_ROLE_ATTN_NORM;
+    return hp->arch == BG_ARCH_QWEN35MOE ? BG_ROLE_POST_NORM : BG_ROLE_FFN_NORM;
+}
+
+/* The residual x += out, with the norm of the half-layer that follows
+ * (layer il's mixer or experts) in the same pass; after the last layer,
+ * the residual alone. */
+static int residual_then_norm(bg_gpu_session *gs, const brigade_session *s, uint32_t il,
+                              bool ffn)
+{
+    const bg_hparams *hp = s->hp;
+    if (il >= hp->n_layers)
+        return gs->api->add(gs->g, buf(gs, BG_BUF_X), buf(gs, BG_BUF_OUT),
+                            (uint64_t)s->n_tok * hp->n_embd);
+    return gs->api->add_rmsnorm(gs->g, buf(gs, BG_BUF_X), buf(gs, BG_BUF_OUT),
+                                buf(gs, BG_BUF_XN), weight(gs, il, norm_role(hp, ffn)),
+                                hp->n_embd, s->n_tok, hp->rms_eps);
 }
 
 /* Layer il's feed-forward half with its routed experts in host memory.
@@ -416,12 +441,10 @@ static int residual(bg_gpu_session *gs, const brigade_session *s)
 static int cpu_experts(bg_gpu_session *gs, brigade_session *s, uint32_t il)
 {
     const bg_hparams *hp = s->hp;
-    const bool q35 = hp->arch == BG_ARCH_QWEN35MOE;
     const bg_gpu_api *api = gs->api;
     const uint64_t rows = (uint64_t)s->n_tok * hp->n_embd * sizeof(float);
     const uint64_t slots = (uint64_t)s->n_tok * hp->n_expert_used;
-    int rc = norm(gs, s, il, q35 ? BG_ROLE_POST_NORM : BG_ROLE_FFN_NORM);
-    rc = rc ? rc : route(gs, s, il);
+    int rc = route(gs, s, il); /* xn: normed by the mixer's residual */
     /* the first download waits for the routing */
     rc = rc ? rc : api->download(gs->g, s->xn, buf(gs, BG_BUF_XN), rows);
     rc = rc ? rc : api->download(gs->g, s->chosen, bufv(gs, BG_BUF_CHOSEN), slots * sizeof(int32_t));
@@ -439,24 +462,25 @@ static int cpu_experts(bg_gpu_session *gs, brigade_session *s, uint32_t il)
     rc = rc ? rc : api->upload(gs->g, routed, s->out, rows);
     if (shared)
         rc = rc ? rc : api->add(gs->g, buf(gs, BG_BUF_OUT), routed, rows / sizeof(float));
-    return rc ? rc : residual(gs, s);
+    return rc ? rc : residual_then_norm(gs, s, il + 1, false);
 }
 
 /* Enqueues layer il's device work: the mixer, and the experts too when
- * they are on the GPU. No host work, so decode steps can be captured. */
+ * they are on the GPU. No host work, so decode steps can be captured.
+ * Each residual carries the next half-layer's norm; the first GPU layer
+ * norms its input itself. */
 static int enqueue_layer(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
 {
     const bg_hparams *hp = s->hp;
     const bool q35 = hp->arch == BG_ARCH_QWEN35MOE;
-    int rc = norm(gs, s, il, BG_ROLE_ATTN_NORM);
+    int rc = il == gs->split.first_gpu_layer ? norm(gs, s, il, BG_ROLE_ATTN_NORM) : 0;
     if (!rc)
         rc = q35 && bg_hparams_is_recurrent(hp, il) ? deltanet(gs, s, il)
                                                     : attention(gs, s, il, q35);
-    rc = rc ? rc : residual(gs, s);
+    rc = rc ? rc : residual_then_norm(gs, s, il, true);
     if (!rc && bg_gpu_experts_on(&gs->split, il)) {
-        rc = norm(gs, s, il, q35 ? BG_ROLE_POST_NORM : BG_ROLE_FFN_NORM);
-        rc = rc ? rc : moe(gs, s, il);
-        rc = rc ? rc : residual(gs, s);
+        rc = moe(gs, s, il);
+        rc = rc ? rc : residual_then_norm(gs, s, il + 1, false);
     }
     return rc;
 }

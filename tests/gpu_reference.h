@@ -129,6 +129,29 @@ static int m_silu_mul(bg_gpu *g, float *gate, const float *up, uint32_t n, size_
     return 0;
 }
 
+static int m_matmul_swiglu(bg_gpu *g, uint32_t type, const void *wg, const void *wu,
+                           uint64_t n_in, uint64_t n_out, const float *x, size_t xs, float *h,
+                           size_t hs, uint32_t n_tok)
+{
+    float *u = malloc((size_t)n_tok * n_out * sizeof *u);
+    if (!u)
+        return -1;
+    m_matmul(g, type, wg, n_in, n_out, x, xs, h, hs, n_tok);
+    m_matmul(g, type, wu, n_in, n_out, x, xs, u, n_out, n_tok);
+    for (uint32_t t = 0; t < n_tok; t++)
+        for (uint64_t o = 0; o < n_out; o++)
+            h[t * hs + o] = bg_silu(h[t * hs + o]) * u[t * n_out + o];
+    free(u);
+    return 0;
+}
+
+static int m_add_rmsnorm(bg_gpu *g, float *x, const float *y, float *xn, const float *w,
+                         uint32_t n, uint32_t rows, float eps)
+{
+    m_add(g, x, y, (uint64_t)n * rows);
+    return m_rmsnorm(g, xn, n, x, n, w, n, rows, eps);
+}
+
 static int m_shared_gate(bg_gpu *g, float *out, const float *y, const float *xn, const float *w,
                          uint32_t n, uint32_t n_tok)
 {
@@ -360,7 +383,8 @@ static int m_graph_end(bg_gpu *g, uint64_t key) { return (void)g, (void)key, 0; 
 
 static const bg_gpu_api mock = {
     m_init,   m_destroy,   m_error,    m_mem,    m_alloc,       m_copy,        m_copy,
-    m_zero,   m_sync,      m_supports, m_matmul, m_rmsnorm,     m_add,         m_attention,
+    m_zero,   m_sync,      m_supports, m_matmul, m_matmul_swiglu, m_rmsnorm, m_add,
+    m_add_rmsnorm, m_attention,
     m_deltanet, m_route,   m_moe,      m_shared_gate, m_silu_mul, m_graph_begin, m_graph_end,
 };
 

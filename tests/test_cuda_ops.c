@@ -60,6 +60,16 @@ static uint64_t put_random(uint64_t n, float scale)
     return off;
 }
 
+/* n floats of zeros on both sides (outputs with gaps a kernel must not
+ * write: the gaps then compare equal). */
+static uint64_t put_zeros(uint64_t n)
+{
+    float *z = calloc(n, sizeof *z);
+    uint64_t off = put(z, n * sizeof *z);
+    free(z);
+    return off;
+}
+
 /* Weights of n_out rows of n_in in `type`, quantized from random values. */
 static uint64_t put_weights(uint32_t type, uint64_t n_in, uint64_t n_out, float scale)
 {
@@ -120,12 +130,24 @@ static void matmuls(void)
         uint64_t w = put_weights(types[i], n_in, n_out, 0.05f);
         for (size_t k = 0; k < sizeof toks / sizeof *toks; k++) {
             const uint32_t n = toks[k];
-            uint64_t x = put_random(n * (n_in + 4), 1.0f), y = take(n * (n_out + 2) * 4);
+            uint64_t x = put_random(n * (n_in + 4), 1.0f), y = put_zeros(n * (n_out + 2));
             int rc = dev->matmul(dg, types[i], D(w), n_in, n_out, D(x), n_in + 4, D(y), n_out + 2, n);
             mock.matmul(rg, types[i], R(w), n_in, n_out, R(x), n_in + 4, R(y), n_out + 2, n);
             double e = rc ? INFINITY : compare_floats(y, n * (n_out + 2));
             CHECK(e <= 1e-5, "matmul %s, %u tokens: NMSE %.3g%s%s", brigade_type_name(types[i]), n,
                   e, rc ? ": " : "", rc ? dev->error(dg) : "");
+        }
+        /* gate and up rows together: h = silu(Wg x) * Wu x */
+        uint64_t wu = put_weights(types[i], n_in, n_out, 0.05f);
+        for (uint32_t n = 1; n <= 13; n += 12) {
+            uint64_t x = put_random(n * n_in, 1.0f), h = put_zeros(n * (n_out + 2));
+            int rc = dev->matmul_swiglu(dg, types[i], D(w), D(wu), n_in, n_out, D(x), n_in, D(h),
+                                        n_out + 2, n);
+            mock.matmul_swiglu(rg, types[i], R(w), R(wu), n_in, n_out, R(x), n_in, R(h),
+                               n_out + 2, n);
+            double e = rc ? INFINITY : compare_floats(h, n * (n_out + 2));
+            CHECK(e <= 1e-5, "matmul_swiglu %s, %u tokens: NMSE %.3g%s%s",
+                  brigade_type_name(types[i]), n, e, rc ? ": " : "", rc ? dev->error(dg) : "");
         }
         used = mark;
     }
@@ -149,6 +171,12 @@ static void small_ops(void)
     dev->shared_gate(dg, D(out), D(y), D(x), D(w), n, rows);
     mock.shared_gate(rg, R(out), R(y), R(x), R(w), n, rows);
     CHECK(compare_floats(out, n * rows) <= 1e-10, "shared_gate");
+    /* the residual and the next norm in one pass: x and xn both */
+    uint64_t xn = take(n * rows * 4);
+    dev->add_rmsnorm(dg, D(x), D(out), D(xn), D(w), n, rows, 1e-6f);
+    mock.add_rmsnorm(rg, R(x), R(out), R(xn), R(w), n, rows, 1e-6f);
+    CHECK(compare_floats(x, n * rows) <= 1e-12, "add_rmsnorm: x");
+    CHECK(compare_floats(xn, n * rows) <= 1e-10, "add_rmsnorm: xn");
 }
 
 /* Two sequences: a prefill of 5 tokens for sequence 0 and 3 for sequence 1

@@ -31,7 +31,7 @@
  * CPU and the logits would differ. Copies in or out of the device while
  * capturing are errors, as they would break a real capture. */
 enum { OP_MATMUL, OP_RMSNORM, OP_ADD, OP_SILU_MUL, OP_SHARED_GATE, OP_ATTN, OP_DN, OP_ROUTE,
-       OP_MOE };
+       OP_MOE, OP_MATMUL_SWIGLU, OP_ADD_RMSNORM };
 typedef struct rec {
     int op;
     uint32_t type, n, rows;
@@ -73,6 +73,24 @@ static int g_rmsnorm(bg_gpu *g, float *y, size_t ys, const float *x, size_t xs, 
         return m_rmsnorm(g, y, ys, x, xs, w, n, rows, eps);
     return record(&(rec){.op = OP_RMSNORM, .s1 = ys, .s2 = xs, .n = n, .rows = rows, .eps = eps,
                          .p = {y, (void *)x, (void *)w}});
+}
+static int g_matmul_swiglu(bg_gpu *g, uint32_t type, const void *wg, const void *wu,
+                           uint64_t n_in, uint64_t n_out, const float *x, size_t xs, float *h,
+                           size_t hs, uint32_t n_tok)
+{
+    if (capturing < 0)
+        return m_matmul_swiglu(g, type, wg, wu, n_in, n_out, x, xs, h, hs, n_tok);
+    return record(&(rec){.op = OP_MATMUL_SWIGLU, .type = type, .n_in = n_in, .n_out = n_out,
+                         .s1 = xs, .s2 = hs, .n = n_tok,
+                         .p = {(void *)wg, (void *)wu, (void *)x, h}});
+}
+static int g_add_rmsnorm(bg_gpu *g, float *x, const float *y, float *xn, const float *w,
+                         uint32_t n, uint32_t rows, float eps)
+{
+    if (capturing < 0)
+        return m_add_rmsnorm(g, x, y, xn, w, n, rows, eps);
+    return record(&(rec){.op = OP_ADD_RMSNORM, .n = n, .rows = rows, .eps = eps,
+                         .p = {x, (void *)y, xn, (void *)w}});
 }
 static int g_add(bg_gpu *g, float *x, const float *y, uint64_t n)
 {
@@ -155,6 +173,11 @@ static void run_recs(bg_gpu *g, int k)
             m_deltanet(g, &r->dn, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9],
                        p[10]);
             break;
+        case OP_MATMUL_SWIGLU:
+            m_matmul_swiglu(g, r->type, p[0], p[1], r->n_in, r->n_out, p[2], r->s1, p[3], r->s2,
+                            r->n);
+            break;
+        case OP_ADD_RMSNORM: m_add_rmsnorm(g, p[0], p[1], p[2], p[3], r->n, r->rows, r->eps); break;
         case OP_ROUTE:
             m_route(g, p[0], r->n, (uint32_t)r->n_in, (uint32_t)r->n_out, p[1], p[2]);
             break;
@@ -217,8 +240,9 @@ static int g_end(bg_gpu *g, uint64_t key)
 
 static const bg_gpu_api mock_graphs = {
     g_init,   m_destroy,  m_error,       m_mem,      m_alloc,    g_copy,        g_copy,
-    g_zero,   m_sync,     m_supports,    g_matmul,   g_rmsnorm,  g_add,         g_attention,
-    g_deltanet, g_route,  g_moe,         g_shared_gate, g_silu_mul, g_begin,    g_end,
+    g_zero,   m_sync,     m_supports,    g_matmul,   g_matmul_swiglu, g_rmsnorm, g_add,
+    g_add_rmsnorm, g_attention, g_deltanet, g_route, g_moe, g_shared_gate, g_silu_mul,
+    g_begin,  g_end,
 };
 
 /* ------------------------------------------------------------ the test */

@@ -126,13 +126,12 @@ static bool gpu_supports(uint32_t type)
 
 // ------------------------------------------------------------ small ops
 
-// One block per row: rmsnorm as ops.c's bg_rmsnorm.
-__global__ void k_rmsnorm(float *y, size_t ys, const float *x, size_t xs, const float *w,
-                          uint32_t n, float eps)
+// yr = xr / sqrt(mean(xr^2) + eps) * w, as ops.c's bg_rmsnorm, by the
+// block's threads (each reads only the elements it owns before the
+// reduction, so a caller may have written them just before).
+__device__ void bg_block_rmsnorm(float *yr, const float *xr, const float *w, uint32_t n, float eps)
 {
     __shared__ double red[32];
-    const float *xr = x + (size_t)blockIdx.x * xs;
-    float *yr = y + (size_t)blockIdx.x * ys;
     double sum = 0.0;
     for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
         sum += (double)(xr[i] * xr[i]);
@@ -147,6 +146,33 @@ __global__ void k_rmsnorm(float *y, size_t ys, const float *x, size_t xs, const 
     const float scale = 1.0f / sqrtf(mean + eps);
     for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
         yr[i] = w ? (xr[i] * scale) * w[i] : xr[i] * scale;
+}
+
+// One block per row.
+__global__ void k_rmsnorm(float *y, size_t ys, const float *x, size_t xs, const float *w,
+                          uint32_t n, float eps)
+{
+    bg_block_rmsnorm(y + (size_t)blockIdx.x * ys, x + (size_t)blockIdx.x * xs, w, n, eps);
+}
+
+// One block per row: x += y, then xn = rmsnorm(x) * w.
+__global__ void k_add_rmsnorm(float *x, const float *y, float *xn, const float *w, uint32_t n,
+                              float eps)
+{
+    float *xr = x + (size_t)blockIdx.x * n;
+    const float *yr = y + (size_t)blockIdx.x * n;
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+        xr[i] += yr[i];
+    bg_block_rmsnorm(xn + (size_t)blockIdx.x * n, xr, w, n, eps);
+}
+
+static int gpu_add_rmsnorm(bg_gpu *g, float *d_x, const float *d_y, float *d_xn, const float *d_w,
+                           uint32_t n, uint32_t n_rows, float eps)
+{
+    if (!n_rows)
+        return 0;
+    BG_LAUNCH(n_rows, 256, 0, g->stream, k_add_rmsnorm)(d_x, d_y, d_xn, d_w, n, eps);
+    return bg_cuda_launched(g, "add and rmsnorm");
 }
 
 static int gpu_rmsnorm(bg_gpu *g, float *d_y, size_t y_stride, const float *d_x,
@@ -277,7 +303,8 @@ static int gpu_graph_end(bg_gpu *g, uint64_t key)
 static const bg_gpu_api api = {
     gpu_init,        gpu_destroy,      gpu_error,        gpu_mem_info,   gpu_alloc,
     gpu_upload,      gpu_download,     gpu_zero,         gpu_sync,       gpu_supports,
-    bg_cuda_matmul,  gpu_rmsnorm,      gpu_add,          bg_cuda_attention,
+    bg_cuda_matmul,  bg_cuda_matmul_swiglu, gpu_rmsnorm, gpu_add,    gpu_add_rmsnorm,
+    bg_cuda_attention,
     bg_cuda_deltanet, bg_cuda_route,   bg_cuda_moe,      gpu_shared_gate,  bg_cuda_silu_mul,
     gpu_graph_begin, gpu_graph_end,
 };

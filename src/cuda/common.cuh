@@ -332,6 +332,9 @@ extern "C" {
 int bg_cuda_matmul(bg_gpu *g, uint32_t type, const void *d_w, uint64_t n_in, uint64_t n_out,
                    const float *d_x, size_t x_stride, float *d_y, size_t y_stride,
                    uint32_t n_tok);
+int bg_cuda_matmul_swiglu(bg_gpu *g, uint32_t type, const void *d_wg, const void *d_wu,
+                          uint64_t n_in, uint64_t n_out, const float *d_x, size_t x_stride,
+                          float *d_h, size_t h_stride, uint32_t n_tok);
 int bg_cuda_silu_mul(bg_gpu *g, float *d_g, const float *d_u, uint32_t n, size_t stride,
                      uint32_t n_tok);
 int bg_cuda_route(bg_gpu *g, float *d_router, uint32_t n_tok, uint32_t n_expert, uint32_t n_used,

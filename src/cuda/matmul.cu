@@ -157,26 +157,30 @@ __device__ __forceinline__ void bg_rows_dot(const uint8_t *const rows[NR], uint6
         }
 }
 
-template <int T>
+// Row o of W against every token, MM_TOK at a time (NR = 1: y = W x), or
+// rows o of Wg (w0) and Wu (w1) together (NR = 2: y = silu(Wg x) * Wu x).
+template <int T, int NR>
 __global__ void __launch_bounds__(MM_WARPS * 32)
-    k_matmul(const uint8_t *w, uint64_t n_in, uint64_t n_out, const float *x, size_t xs,
-             float *y, size_t ys, uint32_t n_tok)
+    k_matmul(const uint8_t *w0, const uint8_t *w1, uint64_t n_in, uint64_t n_out, const float *x,
+             size_t xs, float *y, size_t ys, uint32_t n_tok)
 {
     const uint64_t o = (uint64_t)blockIdx.x * MM_WARPS + threadIdx.x / 32;
     if (o >= n_out)
         return;
-    const uint8_t *const rows[1] = {w + o * bg_row_bytes<T>(n_in)};
+    const uint64_t at = o * bg_row_bytes<T>(n_in);
+    const uint8_t *const rows[2] = {w0 + at, w1 + at};
     for (uint32_t t0 = blockIdx.y * MM_TOK; t0 < n_tok; t0 += gridDim.y * MM_TOK) {
         const int nt = n_tok - t0 < MM_TOK ? (int)(n_tok - t0) : MM_TOK;
         const float *xr[MM_TOK];
 #pragma unroll
         for (int t = 0; t < MM_TOK; t++)
             xr[t] = x + (size_t)(t0 + (t < nt ? t : 0)) * xs;
-        float acc[1][MM_TOK];
-        bg_rows_dot<T, 1>(rows, n_in, xr, nt, acc);
+        float acc[NR][MM_TOK];
+        bg_rows_dot<T, NR>(rows, n_in, xr, nt, acc);
         if (threadIdx.x % 32 == 0)
             for (int t = 0; t < nt; t++)
-                y[(size_t)(t0 + t) * ys + o] = acc[0][t];
+                y[(size_t)(t0 + t) * ys + o] =
+                    NR == 2 ? bg_silu(acc[0][t]) * acc[NR - 1][t] : acc[0][t];
     }
 }
 
@@ -186,22 +190,25 @@ static dim3 mm_grid(uint64_t n_out, uint32_t n_tok)
     return dim3((unsigned)((n_out + MM_WARPS - 1) / MM_WARPS), groups > 65535 ? 65535 : groups);
 }
 
-extern "C" int bg_cuda_matmul(bg_gpu *g, uint32_t type, const void *d_w, uint64_t n_in,
-                              uint64_t n_out, const float *d_x, size_t x_stride, float *d_y,
-                              size_t y_stride, uint32_t n_tok)
+// y = W x (w1 NULL), or y = silu(W x) * W1 x.
+static int matmul(bg_gpu *g, uint32_t type, const void *w0, const void *w1, uint64_t n_in,
+                  uint64_t n_out, const float *x, size_t xs, float *y, size_t ys, uint32_t n_tok)
 {
-    if (n_in % 32 || x_stride % 4 || (uintptr_t)d_x % 16) {
+    if (n_in % 32 || xs % 4 || (uintptr_t)x % 16) {
         snprintf(g->err, sizeof g->err, "matmul: rows of %llu (stride %zu) not handled",
-                 (unsigned long long)n_in, x_stride);
+                 (unsigned long long)n_in, xs);
         return -1;
     }
     if (!n_tok || !n_out)
         return 0;
     const dim3 grid = mm_grid(n_out, n_tok);
+    const uint8_t *p0 = (const uint8_t *)w0, *p1 = w1 ? (const uint8_t *)w1 : p0;
     bool ok;
 #define MM(T)                                                                                \
-    BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul<T>)((const uint8_t *)d_w, n_in, n_out, d_x, \
-                                                       x_stride, d_y, y_stride, n_tok)
+    (w1 ? BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul<T, 2>)(p0, p1, n_in, n_out, x, xs, \
+                                                                        y, ys, n_tok)        \
+        : BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul<T, 1>)(p0, p1, n_in, n_out, x, xs, \
+                                                                        y, ys, n_tok))
     BG_DISPATCH(type, ok, MM);
 #undef MM
     if (!ok) {
@@ -211,6 +218,19 @@ extern "C" int bg_cuda_matmul(bg_gpu *g, uint32_t type, const void *d_w, uint64_
     return bg_cuda_launched(g, "matmul");
 }
 
+extern "C" int bg_cuda_matmul(bg_gpu *g, uint32_t type, const void *d_w, uint64_t n_in,
+                              uint64_t n_out, const float *d_x, size_t x_stride, float *d_y,
+                              size_t y_stride, uint32_t n_tok)
+{
+    return matmul(g, type, d_w, NULL, n_in, n_out, d_x, x_stride, d_y, y_stride, n_tok);
+}
+
+extern "C" int bg_cuda_matmul_swiglu(bg_gpu *g, uint32_t type, const void *d_wg, const void *d_wu,
+                                     uint64_t n_in, uint64_t n_out, const float *d_x,
+                                     size_t x_stride, float *d_h, size_t h_stride, uint32_t n_tok)
+{
+    return matmul(g, type, d_wg, d_wu, n_in, n_out, d_x, x_stride, d_h, h_stride, n_tok);
+}
 
 // ------------------------------------------------------------------ MoE
 
