@@ -59,6 +59,10 @@ typedef struct bg_gpu_moe_args {
  * the slots sorted by expert [n_slots]. */
 #define BG_GPU_MOE_GROUP_INTS(n_slots, n_expert) ((uint64_t)(n_slots) + 2 * (uint64_t)(n_expert) + 2)
 
+/* Bytes of one token's activations coded for integer products over rows
+ * of n_in: int8 codes, a float scale per 32, padded to 16 bytes. */
+#define BG_GPU_ACT_CODE_BYTES(n_in) (((uint64_t)(n_in) + (uint64_t)(n_in) / 8 + 15) / 16 * 16)
+
 typedef struct bg_gpu_api {
     /* Starts on device `device`: a context, a stream and the library
      * handles. desc receives a description ("NVIDIA H200, sm_90, ..."). */
@@ -73,6 +77,10 @@ typedef struct bg_gpu_api {
     /* Waits for the stream, then copies. */
     int (*download)(bg_gpu *g, void *dst, const void *d_src, uint64_t bytes);
     int (*zero)(bg_gpu *g, void *d_dst, uint64_t bytes);
+    /* Device memory (inside the arena) the products may use for the
+     * activations they code for integer dot products; a product whose
+     * coded activations would not fit takes the float path instead. */
+    int (*set_scratch)(bg_gpu *g, void *d_scratch, uint64_t bytes);
     int (*sync)(bg_gpu *g);
     /* Whether the kernels handle a weight type (GGUF id). */
     bool (*supports)(uint32_t type);

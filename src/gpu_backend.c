@@ -185,6 +185,8 @@ brigade_status bg_gpu_session_new(const brigade_model *m, const bg_session_plan 
     if (!st && api->alloc(gs->g, gs->layout.total_bytes, &base))
         st = gpu_fail(gs, err, "allocating the arena");
     gs->base = base;
+    if (!st && api->set_scratch(gs->g, buf(gs, BG_BUF_XQ), plan->buf_bytes[BG_BUF_XQ]))
+        st = gpu_fail(gs, err, "setting the scratch");
     if (!st)
         st = upload_weights(gs, err);
     uint64_t free_after = 0;

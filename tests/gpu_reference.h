@@ -64,6 +64,9 @@ static int m_zero(bg_gpu *g, void *dst, uint64_t n)
     return 0;
 }
 static int m_sync(bg_gpu *g) { return (void)g, 0; }
+/* The stand-in codes nothing ahead: its products round activations as
+ * they go. */
+static int m_set_scratch(bg_gpu *g, void *d, uint64_t bytes) { return (void)g, (void)d, (void)bytes, 0; }
 static bool m_supports(uint32_t type)
 {
     const bg_quant_ops *ops = bg_quant_ops_get((bg_type)type);
@@ -383,7 +386,7 @@ static int m_graph_end(bg_gpu *g, uint64_t key) { return (void)g, (void)key, 0; 
 
 static const bg_gpu_api mock = {
     m_init,   m_destroy,   m_error,    m_mem,    m_alloc,       m_copy,        m_copy,
-    m_zero,   m_sync,      m_supports, m_matmul, m_matmul_swiglu, m_rmsnorm, m_add,
+    m_zero,   m_set_scratch, m_sync,   m_supports, m_matmul, m_matmul_swiglu, m_rmsnorm, m_add,
     m_add_rmsnorm, m_attention,
     m_deltanet, m_route,   m_moe,      m_shared_gate, m_silu_mul, m_graph_begin, m_graph_end,
 };

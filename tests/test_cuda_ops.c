@@ -360,11 +360,17 @@ int main(void)
     }
     dbase = d;
     rbase = r;
+    /* products in the float path, then (scratch given) Q4_K, Q6_K and Q8_0
+     * in the integer path */
     matmuls();
+    moes();
+    const uint64_t scratch_bytes = 8u << 20, scratch = take(scratch_bytes);
+    dev->set_scratch(dg, D(scratch), scratch_bytes);
+    matmuls();
+    moes();
     small_ops();
     attentions();
     deltanets();
-    moes();
     dev->destroy(dg);
     mock.destroy(rg);
     return check_summary("test_cuda_ops");

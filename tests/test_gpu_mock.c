@@ -240,7 +240,7 @@ static int g_end(bg_gpu *g, uint64_t key)
 
 static const bg_gpu_api mock_graphs = {
     g_init,   m_destroy,  m_error,       m_mem,      m_alloc,    g_copy,        g_copy,
-    g_zero,   m_sync,     m_supports,    g_matmul,   g_matmul_swiglu, g_rmsnorm, g_add,
+    g_zero,   m_set_scratch, m_sync,  m_supports,    g_matmul,   g_matmul_swiglu, g_rmsnorm, g_add,
     g_add_rmsnorm, g_attention, g_deltanet, g_route, g_moe, g_shared_gate, g_silu_mul,
     g_begin,  g_end,
 };

@@ -269,6 +269,10 @@ static void device_buffers(void)
                       b[BG_BUF_MEMBERS] >= ub * 4,
                   "%s ub %llu: members %llu bytes", names[i], (unsigned long long)ub,
                   (unsigned long long)b[BG_BUF_MEMBERS]);
+            CHECK(b[BG_BUF_XQ] >= slots * BG_GPU_ACT_CODE_BYTES(hp->n_ff_exp) &&
+                      b[BG_BUF_XQ] >= ub * BG_GPU_ACT_CODE_BYTES(hp->n_embd),
+                  "%s ub %llu: xq %llu bytes", names[i], (unsigned long long)ub,
+                  (unsigned long long)b[BG_BUF_XQ]);
             /* the up rows wait in slot_out when gate and up differ in type */
             CHECK(b[BG_BUF_SLOT_OUT] >= slots * hp->n_embd * sizeof(float) &&
                       hp->n_ff_exp <= hp->n_embd,

@@ -108,6 +108,13 @@ static int gpu_zero(bg_gpu *g, void *d_dst, uint64_t bytes)
     return bg_check(g, cudaMemsetAsync(d_dst, 0, bytes, g->stream), "cudaMemset");
 }
 
+static int gpu_set_scratch(bg_gpu *g, void *d_scratch, uint64_t bytes)
+{
+    g->scratch = (uint8_t *)d_scratch;
+    g->scratch_bytes = d_scratch ? bytes : 0;
+    return 0;
+}
+
 static int gpu_sync(bg_gpu *g)
 {
     return bg_check(g, cudaStreamSynchronize(g->stream), "the device's work");
@@ -302,7 +309,8 @@ static int gpu_graph_end(bg_gpu *g, uint64_t key)
 
 static const bg_gpu_api api = {
     gpu_init,        gpu_destroy,      gpu_error,        gpu_mem_info,   gpu_alloc,
-    gpu_upload,      gpu_download,     gpu_zero,         gpu_sync,       gpu_supports,
+    gpu_upload,      gpu_download,     gpu_zero,         gpu_set_scratch, gpu_sync,
+    gpu_supports,
     bg_cuda_matmul,  bg_cuda_matmul_swiglu, gpu_rmsnorm, gpu_add,    gpu_add_rmsnorm,
     bg_cuda_attention,
     bg_cuda_deltanet, bg_cuda_route,   bg_cuda_moe,      gpu_shared_gate,  bg_cuda_silu_mul,

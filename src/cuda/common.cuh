@@ -43,6 +43,8 @@ struct bg_gpu {
     int device;
     cudaStream_t stream;
     void *arena;
+    uint8_t *scratch; // coded activations (set_scratch)
+    uint64_t scratch_bytes;
     bool capturing;
     uint64_t capture_key;
     int n_graphs;

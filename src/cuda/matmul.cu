@@ -22,12 +22,58 @@ template <> struct bg_act<T_Q5_K> { enum { kind = ACT_Q8_K }; };
 template <> struct bg_act<T_Q6_K> { enum { kind = ACT_Q8_K }; };
 template <> struct bg_act<T_IQ4_XS> { enum { kind = ACT_Q8_K }; };
 
-// Rounds a lane's 32 activations (one chunk) as the CPU's conversion does.
+// A lane's 32 activations (one chunk) as the CPU's conversion codes them.
 // Q8_0/Q8_1: d = amax / 127 (kept as f16), codes round(x * 127 / amax)
 // ties to even (the x86 activation path; Q8_1's cached sum is not
 // modelled). Q8_K: per 256 values, the 8 lanes of a super-block agree on
 // the largest magnitude (first on ties), d = max / -127, codes
-// min(127, round(x / d)). Every lane of the warp must call it.
+// min(127, round(x / d)). Every lane of the warp must call it for Q8_K.
+template <int K>
+__device__ __forceinline__ void bg_code_act(const float x[32], bool active, float q[32], float *d)
+{
+    float amax = 0.0f, max = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 32; j++)
+        if (fabsf(x[j]) > amax) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    if (K == ACT_Q8_0) {
+        *d = bg_h2f(bg_f2h(amax / 127.f));
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+#pragma unroll
+        for (int j = 0; j < 32; j++)
+            q[j] = rintf(x[j] * id);
+        return;
+    }
+    // Q8_K: the super-block's 8 chunks are 8 neighbouring lanes
+    if (!active)
+        amax = -1.0f;
+    for (int o = 1; o < 8; o <<= 1) {
+        const float oa = __shfl_xor_sync(0xffffffffu, amax, o);
+        const float om = __shfl_xor_sync(0xffffffffu, max, o);
+        const bool lower = ((threadIdx.x ^ o) & 7) < (threadIdx.x & 7);
+        if (oa > amax || (oa == amax && lower)) {
+            amax = oa;
+            max = om;
+        }
+    }
+    if (amax <= 0.0f) {
+        *d = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 32; j++)
+            q[j] = 0.0f;
+        return;
+    }
+    const float iscale = -127.f / max;
+    *d = 1 / iscale;
+#pragma unroll
+    for (int j = 0; j < 32; j++)
+        q[j] = fminf(127.f, rintf(iscale * x[j]));
+}
+
+// Rounds a lane's 32 activations as the CPU's conversion does (codes times
+// their scale, for the float path).
 template <int K> __device__ __forceinline__ void bg_round_act(float x[32], bool active)
 {
     if (K == ACT_F32)
@@ -44,46 +90,194 @@ template <int K> __device__ __forceinline__ void bg_round_act(float x[32], bool 
             x[j] = __bfloat162float(__float2bfloat16_rn(x[j]));
         return;
     }
-    float amax = 0.0f, max = 0.0f;
+    float q[32], d;
+    bg_code_act<K>(x, active, q, &d);
 #pragma unroll
     for (int j = 0; j < 32; j++)
-        if (fabsf(x[j]) > amax) {
-            amax = fabsf(x[j]);
-            max = x[j];
+        x[j] = q[j] * d;
+}
+
+// ---------------------------------------------- the integer path
+//
+// Q4_K, Q6_K and Q8_0 weights multiply activations coded once per product
+// (k_code_act: int8 codes and a scale per 32) with integer dot products of
+// four bytes (dp4a): per 32 weights, value = d_a * (s0 * sum over the
+// first 16 of w * a + s1 * sum over the last 16 - m * sum of a), which is
+// the float path's sum of (weight) * (rounded activation), summed exactly
+// before the scales instead of after. Other types take the float path.
+
+template <int T> struct bg_int_path { enum { on = 0 }; };
+template <> struct bg_int_path<T_Q4_K> { enum { on = 1 }; };
+template <> struct bg_int_path<T_Q6_K> { enum { on = 1 }; };
+template <> struct bg_int_path<T_Q8_0> { enum { on = 1 }; };
+
+__device__ __forceinline__ int bg_dp4a(int a, int b, int c)
+{
+    return __dp4a(a, b, c);
+}
+
+// Chunk c of a row as 8 words of four int8 weights, and its scales.
+template <int T>
+__device__ __forceinline__ void bg_int32(const uint8_t *row, uint64_t c, int w[8], float *s0,
+                                         float *s1, float *m);
+template <>
+__device__ __forceinline__ void bg_int32<T_Q8_0>(const uint8_t *row, uint64_t c, int w[8],
+                                                 float *s0, float *s1, float *m)
+{
+    const uint8_t *b = row + c * 34; // 2-byte aligned: the codes are read by halves
+    *s0 = *s1 = bg_h2f(bg_ld16(b));
+    *m = 0.0f;
+    const uint16_t *h = (const uint16_t *)(b + 2);
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        w[k] = (int)((uint32_t)h[2 * k] | (uint32_t)h[2 * k + 1] << 16);
+}
+template <>
+__device__ __forceinline__ void bg_int32<T_Q4_K>(const uint8_t *row, uint64_t c, int w[8],
+                                                 float *s0, float *s1, float *m)
+{
+    const uint8_t *b = row + (c / 8) * 144; // 16-byte aligned: rows are 144-byte multiples
+    const int g = (int)(c % 8);
+    int sc, mn;
+    bg_k_scale_min(b + 4, g, &sc, &mn);
+    *s0 = *s1 = __fmul_rn(bg_h2f(bg_ld16(b)), (float)sc);
+    *m = __fmul_rn(bg_h2f(bg_ld16(b + 2)), (float)mn);
+    const uint4 *qs = (const uint4 *)(b + 16 + 32 * (g / 2));
+    const uint4 lo = qs[0], hi = qs[1];
+    const uint32_t words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    const int shift = 4 * (g % 2);
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        w[k] = (int)((words[k] >> shift) & 0x0F0F0F0Fu);
+}
+template <>
+__device__ __forceinline__ void bg_int32<T_Q6_K>(const uint8_t *row, uint64_t c, int w[8],
+                                                 float *s0, float *s1, float *m)
+{
+    const uint8_t *b = row + (c / 8) * 210;
+    const uint8_t *ql = b, *qh = b + 128;
+    const int8_t *scales = (const int8_t *)(b + 192);
+    const float d = bg_h2f(bg_ld16(b + 208));
+    const int e0 = 32 * (int)(c % 8), h = e0 / 128, el0 = e0 % 128;
+    *s0 = __fmul_rn(d, (float)scales[e0 / 16]);
+    *s1 = __fmul_rn(d, (float)scales[e0 / 16 + 1]);
+    *m = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        uint32_t word = 0;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int el = el0 + 4 * k + j;
+            const int lo = el < 64 ? ql[64 * h + el] & 0xF : ql[64 * h + el - 64] >> 4;
+            const int hi = (qh[32 * h + el % 32] >> (2 * (el / 32))) & 3;
+            word |= (uint32_t)(uint8_t)(int8_t)((lo | hi << 4) - 32) << (8 * j);
         }
-    if (K == ACT_Q8_0) {
-        const float d = bg_h2f(bg_f2h(amax / 127.f));
-        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
-#pragma unroll
-        for (int j = 0; j < 32; j++)
-            x[j] = rintf(x[j] * id) * d;
-        return;
-    }
-    // Q8_K: the super-block's 8 chunks are 8 neighbouring lanes
-    if (!active)
-        amax = -1.0f;
-    for (int o = 1; o < 8; o <<= 1) {
-        const float oa = __shfl_xor_sync(0xffffffffu, amax, o);
-        const float om = __shfl_xor_sync(0xffffffffu, max, o);
-        const bool lower = ((threadIdx.x ^ o) & 7) < (threadIdx.x & 7);
-        if (oa > amax || (oa == amax && lower)) {
-            amax = oa;
-            max = om;
-        }
-    }
-    if (amax <= 0.0f) {
-#pragma unroll
-        for (int j = 0; j < 32; j++)
-            x[j] = 0.0f;
-        return;
-    }
-    const float iscale = -127.f / max, d = 1 / iscale;
-#pragma unroll
-    for (int j = 0; j < 32; j++) {
-        const float q = fminf(127.f, rintf(iscale * x[j]));
-        x[j] = q * d;
+        w[k] = (int)word;
     }
 }
+
+// Bytes of one token's coded activations for rows of n_in: the codes, then
+// a float scale per 32, padded to 16 bytes (gpu.h's BG_GPU_ACT_CODE_BYTES).
+__host__ __device__ constexpr uint64_t bg_code_row_bytes(uint64_t n_in)
+{
+    return BG_GPU_ACT_CODE_BYTES(n_in);
+}
+
+// Codes rows of x (one thread per 32 values) as bg_code_act<K>.
+template <int K>
+__global__ void k_code_act(const float *x, size_t xs, uint64_t n_in, uint32_t n_rows,
+                           uint8_t *xq)
+{
+    const uint64_t n_chunks = n_in / 32, c = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const bool active = c < n_chunks;
+    const uint64_t qs = bg_code_row_bytes(n_in);
+    for (uint32_t r = blockIdx.y; r < n_rows; r += gridDim.y) { // the same count in every lane
+        float v[32], q[32], d;
+        if (active) {
+            const float4 *p = (const float4 *)(x + (size_t)r * xs + c * 32);
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const float4 f = p[j];
+                v[4 * j] = f.x, v[4 * j + 1] = f.y, v[4 * j + 2] = f.z, v[4 * j + 3] = f.w;
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < 32; j++)
+                v[j] = 0.0f;
+        }
+        bg_code_act<K>(v, active, q, &d);
+        if (!active)
+            continue;
+        uint8_t *row = xq + (size_t)r * qs;
+        uint32_t words[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            words[k] = (uint32_t)(uint8_t)(int8_t)q[4 * k] |
+                       (uint32_t)(uint8_t)(int8_t)q[4 * k + 1] << 8 |
+                       (uint32_t)(uint8_t)(int8_t)q[4 * k + 2] << 16 |
+                       (uint32_t)(uint8_t)(int8_t)q[4 * k + 3] << 24;
+        uint4 *out = (uint4 *)(row + c * 32);
+        out[0] = make_uint4(words[0], words[1], words[2], words[3]);
+        out[1] = make_uint4(words[4], words[5], words[6], words[7]);
+        ((float *)(row + n_in))[c] = d;
+    }
+}
+
+// NR rows against nt tokens' coded activations (xq[t]: token t's row).
+template <int T, int NR>
+__device__ __forceinline__ void bg_rows_dot_int(const uint8_t *const rows[NR], uint64_t n_in,
+                                                const uint8_t *const xq[MM_TOK], int nt,
+                                                float acc[NR][MM_TOK])
+{
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int t = 0; t < MM_TOK; t++)
+            acc[r][t] = 0.0f;
+    const uint64_t n_chunks = n_in / 32;
+    for (uint64_t c = lane; c < n_chunks; c += 32) {
+        int w[NR][8];
+        float s0[NR], s1[NR], m[NR];
+#pragma unroll
+        for (int r = 0; r < NR; r++)
+            bg_int32<T>(rows[r], c, w[r], &s0[r], &s1[r], &m[r]);
+#pragma unroll
+        for (int t = 0; t < MM_TOK; t++) {
+            if (t >= nt)
+                break;
+            const uint4 *ap = (const uint4 *)(xq[t] + c * 32);
+            const uint4 a0 = ap[0], a1 = ap[1];
+            const int a[8] = {(int)a0.x, (int)a0.y, (int)a0.z, (int)a0.w,
+                              (int)a1.x, (int)a1.y, (int)a1.z, (int)a1.w};
+            const float da = ((const float *)(xq[t] + n_in))[c];
+            int asum = 0;
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                asum = bg_dp4a(a[k], 0x01010101, asum);
+#pragma unroll
+            for (int r = 0; r < NR; r++) {
+                int i0 = 0, i1 = 0;
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    i0 = bg_dp4a(w[r][k], a[k], i0);
+                    i1 = bg_dp4a(w[r][k + 4], a[k + 4], i1);
+                }
+                acc[r][t] += da * (s0[r] * (float)i0 + s1[r] * (float)i1 - m[r] * (float)asum);
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int t = 0; t < MM_TOK; t++) {
+            if (t >= nt)
+                break;
+            acc[r][t] = bg_warp_sum(acc[r][t]);
+        }
+}
+
+// ---------------------------------------------- the float path
 
 // acc[r][t] += v[r] . round(x_t[32c .. 32c+31]) for the group's tokens
 // (xr[t]: token t's row) and each of the NR weight rows; a token's
@@ -159,29 +353,67 @@ __device__ __forceinline__ void bg_rows_dot(const uint8_t *const rows[NR], uint6
 
 // Row o of W against every token, MM_TOK at a time (NR = 1: y = W x), or
 // rows o of Wg (w0) and Wu (w1) together (NR = 2: y = silu(Wg x) * Wu x).
+// xq: the tokens' coded activations (integer path), or NULL.
 template <int T, int NR>
 __global__ void __launch_bounds__(MM_WARPS * 32)
     k_matmul(const uint8_t *w0, const uint8_t *w1, uint64_t n_in, uint64_t n_out, const float *x,
-             size_t xs, float *y, size_t ys, uint32_t n_tok)
+             size_t xs, const uint8_t *xq, float *y, size_t ys, uint32_t n_tok)
 {
     const uint64_t o = (uint64_t)blockIdx.x * MM_WARPS + threadIdx.x / 32;
     if (o >= n_out)
         return;
-    const uint64_t at = o * bg_row_bytes<T>(n_in);
+    const uint64_t at = o * bg_row_bytes<T>(n_in), qs = bg_code_row_bytes(n_in);
     const uint8_t *const rows[2] = {w0 + at, w1 + at};
     for (uint32_t t0 = blockIdx.y * MM_TOK; t0 < n_tok; t0 += gridDim.y * MM_TOK) {
         const int nt = n_tok - t0 < MM_TOK ? (int)(n_tok - t0) : MM_TOK;
-        const float *xr[MM_TOK];
-#pragma unroll
-        for (int t = 0; t < MM_TOK; t++)
-            xr[t] = x + (size_t)(t0 + (t < nt ? t : 0)) * xs;
         float acc[NR][MM_TOK];
-        bg_rows_dot<T, NR>(rows, n_in, xr, nt, acc);
+        bool done = false;
+        if constexpr (bg_int_path<T>::on) {
+            if (xq) {
+                const uint8_t *xr[MM_TOK];
+#pragma unroll
+                for (int t = 0; t < MM_TOK; t++)
+                    xr[t] = xq + (size_t)(t0 + (t < nt ? t : 0)) * qs;
+                bg_rows_dot_int<T, NR>(rows, n_in, xr, nt, acc);
+                done = true;
+            }
+        }
+        if (!done) {
+            const float *xr[MM_TOK];
+#pragma unroll
+            for (int t = 0; t < MM_TOK; t++)
+                xr[t] = x + (size_t)(t0 + (t < nt ? t : 0)) * xs;
+            bg_rows_dot<T, NR>(rows, n_in, xr, nt, acc);
+        }
         if (threadIdx.x % 32 == 0)
             for (int t = 0; t < nt; t++)
                 y[(size_t)(t0 + t) * ys + o] =
                     NR == 2 ? bg_silu(acc[0][t]) * acc[NR - 1][t] : acc[0][t];
     }
+}
+
+// Whether products with weights of this type code their activations for
+// the integer path (bg_int_path), and how.
+static bool int_path(uint32_t type) { return type == T_Q4_K || type == T_Q6_K || type == T_Q8_0; }
+
+// Codes n_rows rows of x into the scratch for products with weights of
+// `type`; returns the coded rows, or NULL (float path) when the type has
+// no integer path or the scratch is too small.
+static const uint8_t *code_act(bg_gpu *g, uint32_t type, const float *x, size_t xs,
+                               uint64_t n_in, uint32_t n_rows, int *rc)
+{
+    *rc = 0;
+    if (!int_path(type) || !g->scratch || n_in % 256 ||
+        (uint64_t)n_rows * bg_code_row_bytes(n_in) > g->scratch_bytes)
+        return NULL;
+    const uint64_t n_chunks = n_in / 32;
+    const dim3 grid((unsigned)((n_chunks + 255) / 256), n_rows < 65535 ? n_rows : 65535);
+    if (type == T_Q8_0)
+        BG_LAUNCH(grid, 256, 0, g->stream, k_code_act<ACT_Q8_0>)(x, xs, n_in, n_rows, g->scratch);
+    else
+        BG_LAUNCH(grid, 256, 0, g->stream, k_code_act<ACT_Q8_K>)(x, xs, n_in, n_rows, g->scratch);
+    *rc = bg_cuda_launched(g, "coding activations");
+    return g->scratch;
 }
 
 static dim3 mm_grid(uint64_t n_out, uint32_t n_tok)
@@ -201,14 +433,18 @@ static int matmul(bg_gpu *g, uint32_t type, const void *w0, const void *w1, uint
     }
     if (!n_tok || !n_out)
         return 0;
+    int rc;
+    const uint8_t *xq = code_act(g, type, x, xs, n_in, n_tok, &rc);
+    if (rc)
+        return rc;
     const dim3 grid = mm_grid(n_out, n_tok);
     const uint8_t *p0 = (const uint8_t *)w0, *p1 = w1 ? (const uint8_t *)w1 : p0;
     bool ok;
 #define MM(T)                                                                                \
     (w1 ? BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul<T, 2>)(p0, p1, n_in, n_out, x, xs, \
-                                                                        y, ys, n_tok)        \
+                                                                        xq, y, ys, n_tok)    \
         : BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul<T, 1>)(p0, p1, n_in, n_out, x, xs, \
-                                                                        y, ys, n_tok))
+                                                                        xq, y, ys, n_tok))
     BG_DISPATCH(type, ok, MM);
 #undef MM
     if (!ok) {
@@ -365,13 +601,13 @@ __global__ void k_group(const int32_t *chosen, uint32_t n_slots, uint32_t n_expe
 
 // Rows o of the expert matrices of the blockIdx.y-th expert chosen, over
 // the slots filed under it, MM_TOK at a time. A slot's input row is
-// x[slot / x_div]. NR = 2: gate (w0) and up (w1) together, y = silu(gate)
-// * up; NR = 1: y = w0 x.
+// x[slot / x_div] (xq's coded row, on the integer path). NR = 2: gate (w0)
+// and up (w1) together, y = silu(gate) * up; NR = 1: y = w0 x.
 template <int T, int NR>
 __global__ void __launch_bounds__(MM_WARPS * 32)
     k_expert_group(const uint8_t *w0, const uint8_t *w1, uint64_t expert_bytes, uint64_t n_in,
                    uint64_t n_out, const int32_t *groups, uint32_t n_expert, const float *x,
-                   size_t xs, uint32_t x_div, float *y, size_t ys)
+                   size_t xs, const uint8_t *xq, uint32_t x_div, float *y, size_t ys)
 {
     const int32_t *offsets = groups, *n_active = groups + n_expert + 1, *active = n_active + 1;
     const int32_t *sorted = active + n_expert;
@@ -382,16 +618,30 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
         return;
     const int32_t e = active[blockIdx.y];
     const uint64_t at = (uint64_t)e * expert_bytes + o * bg_row_bytes<T>(n_in);
+    const uint64_t qs = bg_code_row_bytes(n_in);
     const uint8_t *const rows[2] = {w0 + at, w1 + at};
     const int32_t end = offsets[e + 1];
     for (int32_t i0 = offsets[e]; i0 < end; i0 += MM_TOK) {
         const int nt = end - i0 < MM_TOK ? end - i0 : MM_TOK;
-        const float *xr[MM_TOK];
-#pragma unroll
-        for (int t = 0; t < MM_TOK; t++)
-            xr[t] = x + (size_t)(sorted[i0 + (t < nt ? t : 0)] / x_div) * xs;
         float acc[NR][MM_TOK];
-        bg_rows_dot<T, NR>(rows, n_in, xr, nt, acc);
+        bool done = false;
+        if constexpr (bg_int_path<T>::on) {
+            if (xq) {
+                const uint8_t *xr[MM_TOK];
+#pragma unroll
+                for (int t = 0; t < MM_TOK; t++)
+                    xr[t] = xq + (size_t)(sorted[i0 + (t < nt ? t : 0)] / x_div) * qs;
+                bg_rows_dot_int<T, NR>(rows, n_in, xr, nt, acc);
+                done = true;
+            }
+        }
+        if (!done) {
+            const float *xr[MM_TOK];
+#pragma unroll
+            for (int t = 0; t < MM_TOK; t++)
+                xr[t] = x + (size_t)(sorted[i0 + (t < nt ? t : 0)] / x_div) * xs;
+            bg_rows_dot<T, NR>(rows, n_in, xr, nt, acc);
+        }
         if (threadIdx.x % 32 == 0)
             for (int t = 0; t < nt; t++) {
                 const float v = NR == 2 ? bg_silu(acc[0][t]) * acc[NR - 1][t] : acc[0][t];
@@ -401,22 +651,27 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
 }
 
 // One grouped expert product (NR = 1, or gate and up fused when NR = 2 and
-// both have the type), grid: rows by (at most) every expert chosen.
+// both have the type) over x's n_x rows; grid: rows by (at most) every
+// expert chosen.
 static int expert_group(bg_gpu *g, int nr, uint32_t type, const void *w0, const void *w1,
                         uint64_t expert_bytes, uint64_t n_in, uint64_t n_out,
                         const int32_t *groups, uint32_t n_expert, uint32_t n_slots,
-                        const float *x, size_t xs, uint32_t x_div, float *y, size_t ys)
+                        const float *x, size_t xs, uint32_t n_x, uint32_t x_div, float *y,
+                        size_t ys)
 {
+    int rc;
+    const uint8_t *xq = code_act(g, type, x, xs, n_in, n_x, &rc);
+    if (rc)
+        return rc;
     const uint32_t n_groups = n_slots < n_expert ? n_slots : n_expert;
     const dim3 grid((unsigned)((n_out + MM_WARPS - 1) / MM_WARPS), n_groups);
+    const uint8_t *p0 = (const uint8_t *)w0, *p1 = nr == 2 ? (const uint8_t *)w1 : p0;
     bool ok;
 #define EG(T)                                                                                \
-    (nr == 2 ? BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_expert_group<T, 2>)(                    \
-                   (const uint8_t *)w0, (const uint8_t *)w1, expert_bytes, n_in, n_out, groups, \
-                   n_expert, x, xs, x_div, y, ys)                                            \
-             : BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_expert_group<T, 1>)(                    \
-                   (const uint8_t *)w0, (const uint8_t *)w0, expert_bytes, n_in, n_out, groups, \
-                   n_expert, x, xs, x_div, y, ys))
+    (nr == 2 ? BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_expert_group<T, 2>)(              \
+                   p0, p1, expert_bytes, n_in, n_out, groups, n_expert, x, xs, xq, x_div, y, ys) \
+             : BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_expert_group<T, 1>)(              \
+                   p0, p1, expert_bytes, n_in, n_out, groups, n_expert, x, xs, xq, x_div, y, ys))
     BG_DISPATCH(type, ok, EG);
 #undef EG
     if (!ok) {
@@ -459,23 +714,23 @@ extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_x
         return -1;
     if (a->type_gate == a->type_up) {
         if (expert_group(g, 2, a->type_gate, d_gate, d_up, a->gate_expert_bytes, a->n_embd,
-                         a->n_ff, d_groups, a->n_expert, slots, d_xn, a->n_embd, a->n_used, d_h,
-                         a->n_ff))
+                         a->n_ff, d_groups, a->n_expert, slots, d_xn, a->n_embd, a->n_tok,
+                         a->n_used, d_h, a->n_ff))
             return -1;
     } else {
         // up into slot_out (free until the down rows; n_ff <= n_embd), then
         // h = silu(gate) * up
         if (expert_group(g, 1, a->type_gate, d_gate, NULL, a->gate_expert_bytes, a->n_embd,
-                         a->n_ff, d_groups, a->n_expert, slots, d_xn, a->n_embd, a->n_used, d_h,
-                         a->n_ff) ||
+                         a->n_ff, d_groups, a->n_expert, slots, d_xn, a->n_embd, a->n_tok,
+                         a->n_used, d_h, a->n_ff) ||
             expert_group(g, 1, a->type_up, d_up, NULL, a->up_expert_bytes, a->n_embd, a->n_ff,
-                         d_groups, a->n_expert, slots, d_xn, a->n_embd, a->n_used, d_slot_out,
-                         a->n_ff) ||
+                         d_groups, a->n_expert, slots, d_xn, a->n_embd, a->n_tok, a->n_used,
+                         d_slot_out, a->n_ff) ||
             bg_cuda_silu_mul(g, d_h, d_slot_out, a->n_ff, a->n_ff, slots))
             return -1;
     }
     if (expert_group(g, 1, a->type_down, d_down, NULL, a->down_expert_bytes, a->n_ff, a->n_embd,
-                     d_groups, a->n_expert, slots, d_h, a->n_ff, 1, d_slot_out, a->n_embd))
+                     d_groups, a->n_expert, slots, d_h, a->n_ff, slots, 1, d_slot_out, a->n_embd))
         return -1;
     const uint64_t n_o = (uint64_t)a->n_tok * a->n_embd;
     BG_LAUNCH((unsigned)((n_o + 255) / 256), 256, 0, g->stream, k_combine)(d_out, d_slot_out, d_chosen_w,

@@ -45,6 +45,10 @@ struct dim3 {
 struct float4 {
     float x, y, z, w;
 };
+struct uint4 {
+    unsigned x, y, z, w;
+};
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
 
 // ------------------------------------------------------------ runtime
 
@@ -189,6 +193,13 @@ inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __uint_as_float(unsigned u) { return bg_f32_from_bits(u); }
+// c + the sum of the products of a's and b's four signed bytes
+inline int __dp4a(int a, int b, int c)
+{
+    for (int k = 0; k < 4; k++)
+        c += (int)(int8_t)(a >> (8 * k)) * (int)(int8_t)(b >> (8 * k));
+    return c;
+}
 
 struct __half {
     uint16_t bits;
