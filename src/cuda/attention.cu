@@ -91,7 +91,7 @@ __device__ __forceinline__ float bg_cache_get(uint32_t type, const uint8_t *h, u
 {
     switch (type) {
     case T_F32: return ((const float *)h)[e];
-    case T_F16: return bg_h2f(((const uint16_t *)h)[e]);
+    case T_F16: return bg_h2f(BG_ALIGNED(const uint16_t *, h)[e]);
     case T_Q8_0: {
         const uint8_t *b = h + (e / 32) * 34;
         return (float)(int8_t)b[2 + e % 32] * bg_h2f(bg_ld16(b));

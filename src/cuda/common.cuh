@@ -24,6 +24,11 @@
 #define BG_LAUNCH(grid, block, shmem, stream, ...) __VA_ARGS__<<<grid, block, shmem, stream>>>
 #define BG_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
 #endif
+// A cast to a pointer for a wide load or store (float4, uint4, uint16_t):
+// a misaligned one faults on the device, and the emulation checks each.
+#ifndef BG_ALIGNED
+#define BG_ALIGNED(type, p) ((type)(p))
+#endif
 
 // GGUF type ids (src/types.h, which is C-only because of its _Static_asserts
 // elsewhere; the numbers are the file format's).
@@ -156,14 +161,14 @@ template <> __device__ __forceinline__ void bg_deq32<T_F32>(const uint8_t *row, 
 }
 template <> __device__ __forceinline__ void bg_deq32<T_F16>(const uint8_t *row, uint64_t c, float v[32])
 {
-    const uint16_t *p = (const uint16_t *)row + c * 32;
+    const uint16_t *p = BG_ALIGNED(const uint16_t *, row) + c * 32;
 #pragma unroll
     for (int j = 0; j < 32; j++)
         v[j] = bg_h2f(p[j]);
 }
 template <> __device__ __forceinline__ void bg_deq32<T_BF16>(const uint8_t *row, uint64_t c, float v[32])
 {
-    const uint16_t *p = (const uint16_t *)row + c * 32;
+    const uint16_t *p = BG_ALIGNED(const uint16_t *, row) + c * 32;
 #pragma unroll
     for (int j = 0; j < 32; j++)
         v[j] = bg_bf2f(p[j]);

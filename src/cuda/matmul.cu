@@ -127,7 +127,7 @@ __device__ __forceinline__ void bg_int32<T_Q8_0>(const uint8_t *row, uint64_t c,
     const uint8_t *b = row + c * 34; // 2-byte aligned: the codes are read by halves
     *s0 = *s1 = bg_h2f(bg_ld16(b));
     *m = 0.0f;
-    const uint16_t *h = (const uint16_t *)(b + 2);
+    const uint16_t *h = BG_ALIGNED(const uint16_t *, b + 2);
 #pragma unroll
     for (int k = 0; k < 8; k++)
         w[k] = (int)((uint32_t)h[2 * k] | (uint32_t)h[2 * k + 1] << 16);
@@ -142,7 +142,7 @@ __device__ __forceinline__ void bg_int32<T_Q4_K>(const uint8_t *row, uint64_t c,
     bg_k_scale_min(b + 4, g, &sc, &mn);
     *s0 = *s1 = __fmul_rn(bg_h2f(bg_ld16(b)), (float)sc);
     *m = __fmul_rn(bg_h2f(bg_ld16(b + 2)), (float)mn);
-    const uint4 *qs = (const uint4 *)(b + 16 + 32 * (g / 2));
+    const uint4 *qs = BG_ALIGNED(const uint4 *, b + 16 + 32 * (g / 2));
     const uint4 lo = qs[0], hi = qs[1];
     const uint32_t words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
     const int shift = 4 * (g % 2);
@@ -194,7 +194,7 @@ __global__ void k_code_act(const float *x, size_t xs, uint64_t n_in, uint32_t n_
     for (uint32_t r = blockIdx.y; r < n_rows; r += gridDim.y) { // the same count in every lane
         float v[32], q[32], d;
         if (active) {
-            const float4 *p = (const float4 *)(x + (size_t)r * xs + c * 32);
+            const float4 *p = BG_ALIGNED(const float4 *, x + (size_t)r * xs + c * 32);
 #pragma unroll
             for (int j = 0; j < 8; j++) {
                 const float4 f = p[j];
@@ -216,7 +216,7 @@ __global__ void k_code_act(const float *x, size_t xs, uint64_t n_in, uint32_t n_
                        (uint32_t)(uint8_t)(int8_t)q[4 * k + 1] << 8 |
                        (uint32_t)(uint8_t)(int8_t)q[4 * k + 2] << 16 |
                        (uint32_t)(uint8_t)(int8_t)q[4 * k + 3] << 24;
-        uint4 *out = (uint4 *)(row + c * 32);
+        uint4 *out = BG_ALIGNED(uint4 *, row + c * 32);
         out[0] = make_uint4(words[0], words[1], words[2], words[3]);
         out[1] = make_uint4(words[4], words[5], words[6], words[7]);
         ((float *)(row + n_in))[c] = d;
@@ -246,7 +246,7 @@ __device__ __forceinline__ void bg_rows_dot_int(const uint8_t *const rows[NR], u
         for (int t = 0; t < MM_TOK; t++) {
             if (t >= nt)
                 break;
-            const uint4 *ap = (const uint4 *)(xq[t] + c * 32);
+            const uint4 *ap = BG_ALIGNED(const uint4 *, xq[t] + c * 32);
             const uint4 a0 = ap[0], a1 = ap[1];
             const int a[8] = {(int)a0.x, (int)a0.y, (int)a0.z, (int)a0.w,
                               (int)a1.x, (int)a1.y, (int)a1.z, (int)a1.w};
@@ -293,7 +293,7 @@ __device__ __forceinline__ void bg_acc_tokens(const float v[NR][32], const float
             break;
         float xv[32];
         if (active) {
-            const float4 *xt = (const float4 *)(xr[t] + c * 32);
+            const float4 *xt = BG_ALIGNED(const float4 *, xr[t] + c * 32);
 #pragma unroll
             for (int j = 0; j < 8; j++) {
                 const float4 q = xt[j];

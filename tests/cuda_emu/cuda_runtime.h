@@ -8,7 +8,8 @@
 // first, so the read comes first in one of the two orders); one that
 // diverges around a barrier aborts, saying so. Launch limits are a real GPU's: at most 1024
 // threads a block, 65535 blocks in y and z, 48 KiB of dynamic shared
-// memory. Dynamic shared memory starts as NaN bytes. Streams are in order;
+// memory; wide loads (BG_ALIGNED) at the device's alignment, or an abort
+// naming the line. Dynamic shared memory starts as NaN bytes. Streams are in order;
 // captures record the launches and graph launches replay them.
 //
 // What it cannot show: speed, the memory model of concurrent threads,
@@ -23,6 +24,7 @@
 
 #include <functional>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "fp16.h"
@@ -156,6 +158,24 @@ launcher<P...> make_launcher(dim3 grid, dim3 block, size_t shmem, cudaStream_t s
     return launcher<P...>{grid, block, shmem, s, kernel};
 }
 } // namespace bg_emu
+
+namespace bg_emu {
+[[noreturn]] void misaligned(const void *p, size_t align, const char *file, int line);
+// The device's alignment of a load's type: 16 for the vector types.
+template <typename T> constexpr size_t device_align()
+{
+    using U = typename std::remove_cv<T>::type;
+    return std::is_same<U, float4>::value || std::is_same<U, uint4>::value ? 16 : alignof(U);
+}
+template <typename P> P aligned(const void *p, const char *file, int line)
+{
+    const size_t a = device_align<typename std::remove_pointer<P>::type>();
+    if ((uintptr_t)p % a)
+        misaligned(p, a, file, line);
+    return (P)p;
+}
+} // namespace bg_emu
+#define BG_ALIGNED(type, p) (bg_emu::aligned<type>((p), __FILE__, __LINE__))
 
 #define BG_LAUNCH(grid, block, shmem, stream, ...)                                           \
     bg_emu::make_launcher(grid, block, shmem, stream, __VA_ARGS__)

@@ -178,6 +178,13 @@ struct bg_emu_stream {
 namespace bg_emu {
 ids *current;
 
+void misaligned(const void *p, size_t align, const char *file, int line)
+{
+    fprintf(stderr, "cuda emulation: %s:%d: a load of %zu-byte-aligned data from %p\n", file,
+            line, align, p);
+    abort();
+}
+
 void barrier(bool warp)
 {
     fibers[running].st = warp ? AT_WARP_BARRIER : AT_BLOCK_BARRIER;
