@@ -127,6 +127,10 @@ $(BUILD)/tests/emu_gpu_session: tests/test_gpu_mock.c tests/gpu_reference.h test
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -DBG_TEST_DEVICE $< $(EMU_OBJ) $(BUILD)/libbrigade.a $(LIBS) -lstdc++ -o $@
 -include $(EMU_OBJ:.o=.d)
+# The brigade program on the emulated kernels (slow; for checking a real
+# geometry's GPU path by hand, e.g. eval -ngl 99 against the CPU's logits).
+$(BUILD)/brigade-emu: $(APP_OBJ) $(EMU_OBJ) $(BUILD)/libbrigade.a
+	$(CC) $(ALL_CFLAGS) $(APP_OBJ) $(EMU_OBJ) $(BUILD)/libbrigade.a $(LIBS) -lstdc++ -o $@
 
 test: all asan $(UNIT_BIN) $(EMU_BIN) $(ORACLE_BIN)
 	BRIGADE=$(BUILD)/brigade ORACLE_SRC_DIR=$(abspath $(ORACLE_SRCDIR)) PYTHON="$(PYTHON)" \

@@ -1,8 +1,9 @@
 #!/bin/sh
 # The CUDA backend's check, on a machine with an NVIDIA GPU, in under
 # 8 minutes: builds with CUDA=1 for this card, compares GPU and CPU logits
-# (NMSE <= 1e-4) on the tiny models and a 4-layer Qwen3.6-geometry slice in
-# every weight type and KV type (prefill, and decode token by token, which
+# (NMSE <= 1e-4, or twice the CPU's own batched-vs-token spread where the
+# model's logits move more than that between summation orders) on the tiny
+# models and a 4-layer Qwen3.6-geometry slice in every weight type and KV type (prefill, and decode token by token, which
 # replays CUDA graphs) plus a CPU/GPU split, checks the GPU memory measured
 # against the plan (within 2%), and benchmarks pp512/tg128 on the full
 # 40-layer Qwen3.6-35B-A3B Q4_K_M synthetic model all on the GPU, with
@@ -94,33 +95,42 @@ echo "$OPS" >> "$LOG"
 # ----------------------------------------------------------------- parity
 # GPU against CPU logits for one model: prefill (-ub 512) and decode
 # (-ub 1: one token at a time, CUDA graphs) with KV types $2/$3, and the
-# GPU flags $4.
+# GPU flags $4. The bound is the CPU parity suite's: BOUND, or for a model
+# whose logits move more than that between two valid summation orders,
+# twice the CPU's own batched-vs-token spread on the same tokens plus 1e-5
+# (random synthetic weights of the real geometry amplify a rounding
+# difference that flips one activation code: on the 4-layer Q4_K_M slice
+# the CPU's batched and token-by-token logits differ by NMSE ~1e-3).
 seq 1 24 | awk '{ printf "%d ", ($1 * 7919) % 251 + 3 } END { print "" }' > "$WORK/tokens.txt"
 parity() {
     m=$1 name=$2 ctk=$3 ctv=$4 flags=$5
     for ub in 512 1; do
-        "$B" eval -m "$m" --tokens "$WORK/tokens.txt" --logits-out "$WORK/cpu.bin" -ub $ub \
+        "$B" eval -m "$m" --tokens "$WORK/tokens.txt" --logits-out "$WORK/cpu$ub.bin" -ub $ub \
             -ctk "$ctk" -ctv "$ctv" -c 64 >>"$LOG" 2>&1 || { note "cpu eval failed: $name"; }
+    done
+    spread=$($NMSE "$WORK/cpu512.bin" "$WORK/cpu1.bin")
+    bound=$(awk -v b="$BOUND" -v s="$spread" 'BEGIN { x = 2 * s + 1e-5; printf "%.3g", (x > b ? x : b) }')
+    for ub in 512 1; do
         # shellcheck disable=SC2086
         if "$B" eval -m "$m" --tokens "$WORK/tokens.txt" --logits-out "$WORK/gpu.bin" -ub $ub \
             -ctk "$ctk" -ctv "$ctv" -c 64 $flags >>"$LOG" 2>&1; then
-            e=$($NMSE "$WORK/gpu.bin" "$WORK/cpu.bin" "$BOUND"); rc=$?
+            e=$($NMSE "$WORK/gpu.bin" "$WORK/cpu$ub.bin" "$bound"); rc=$?
         else
             e="error (see log)"; rc=1
         fi
         mode=$([ $ub = 1 ] && echo decode || echo prefill)
         res=pass; [ $rc -eq 0 ] || { res=FAIL; failed=1; }
-        echo "| $name | $ctk/$ctv | $flags | $mode | $e | $res |" >> "$MD"
+        echo "| $name | $ctk/$ctv | $flags | $mode | $e | $spread | $bound | $res |" >> "$MD"
     done
-    rm -f "$WORK/cpu.bin" "$WORK/gpu.bin"
+    rm -f "$WORK/cpu512.bin" "$WORK/cpu1.bin" "$WORK/gpu.bin"
 }
 
 TYPES="f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k iq4_nl iq4_xs"
 {
-    echo "## GPU vs CPU logits (NMSE, bound $BOUND)"
+    echo "## GPU vs CPU logits (NMSE; bound: $BOUND, or 2 x the CPU's batched-vs-token spread + 1e-5)"
     echo
-    echo "| model | KV | GPU flags | mode | NMSE | result |"
-    echo "| --- | --- | --- | --- | ---: | --- |"
+    echo "| model | KV | GPU flags | mode | NMSE | CPU spread | bound | result |"
+    echo "| --- | --- | --- | --- | ---: | ---: | ---: | --- |"
 } >> "$MD"
 for preset in tiny-qwen35moe tiny-qwen3moe; do
     for t in $TYPES; do
@@ -250,14 +260,14 @@ fi
 
 # ------------------------------------ the 4-layer slice in every type
 {
-    echo "## 4-layer Qwen3.6-geometry slice: GPU vs CPU logits (NMSE, bound $BOUND)"
+    echo "## 4-layer Qwen3.6-geometry slice: GPU vs CPU logits (NMSE; bound as above)"
     echo
-    echo "| model | KV | GPU flags | mode | NMSE | result |"
-    echo "| --- | --- | --- | --- | ---: | --- |"
+    echo "| model | KV | GPU flags | mode | NMSE | CPU spread | bound | result |"
+    echo "| --- | --- | --- | --- | ---: | ---: | ---: | --- |"
 } >> "$MD"
 for t in q4_k_m $TYPES; do
     if [ "$(elapsed)" -gt "$LIMIT" ]; then
-        echo "| slice $t | | | | skipped: past ${LIMIT} s | |" >> "$MD"
+        echo "| slice $t | | | | skipped: past ${LIMIT} s | | | |" >> "$MD"
         continue
     fi
     m="$WORK/slice-$t.gguf"
