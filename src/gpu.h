@@ -63,6 +63,16 @@ typedef struct bg_gpu_moe_args {
  * of n_in: int8 codes, a float scale per 32, padded to 16 bytes. */
 #define BG_GPU_ACT_CODE_BYTES(n_in) (((uint64_t)(n_in) + (uint64_t)(n_in) / 8 + 15) / 16 * 16)
 
+/* One of several products of the same input (matmul_multi). */
+#define BG_GPU_MAX_PROJ 4
+typedef struct bg_gpu_proj {
+    uint32_t type;      /* GGUF id */
+    const void *d_w;    /* n_out rows of n_in */
+    uint64_t n_out;
+    float *d_y;
+    size_t y_stride;
+} bg_gpu_proj;
+
 typedef struct bg_gpu_api {
     /* Starts on device `device`: a context, a stream and the library
      * handles. desc receives a description ("NVIDIA H200, sm_90, ..."). */
@@ -90,6 +100,12 @@ typedef struct bg_gpu_api {
     int (*matmul)(bg_gpu *g, uint32_t type, const void *d_w, uint64_t n_in, uint64_t n_out,
                   const float *d_x, size_t x_stride, float *d_y, size_t y_stride,
                   uint32_t n_tok);
+    /* y_k = W_k x for n_proj <= BG_GPU_MAX_PROJ products of one input (a
+     * layer's q, k, v, or DeltaNet's in-projections): one launch over all
+     * their rows, the activations coded once, where the types allow; one
+     * product after another otherwise. */
+    int (*matmul_multi)(bg_gpu *g, const bg_gpu_proj *proj, uint32_t n_proj, uint64_t n_in,
+                        const float *d_x, size_t x_stride, uint32_t n_tok);
     /* h[t][o] = silu(g) * u, g = Wg x[t] and u = Wu x[t] (n_out rows of
      * n_in each, both in `type`): the gate and up rows read in one pass. */
     int (*matmul_swiglu)(bg_gpu *g, uint32_t type, const void *d_wg, const void *d_wu,

@@ -271,6 +271,14 @@ static int project(bg_gpu_session *gs, const brigade_session *s, const brigade_t
                            s->n_tok);
 }
 
+/* One of the products of a layer's input (matmul_multi). */
+static bg_gpu_proj projection(const bg_gpu_session *gs, const bg_layer *L, uint32_t il, int role,
+                              float *y, size_t y_width)
+{
+    const brigade_tensor_info *t = L->t[role];
+    return (bg_gpu_proj){t->type, weight(gs, il, role), t->ne[1], y, y_width};
+}
+
 #define PROJECT(role, x, xw, y, yw) \
     project(gs, s, L->t[role], weight(gs, il, role), (x), (xw), (y), (yw))
 
@@ -282,9 +290,12 @@ static int attention(bg_gpu_session *gs, const brigade_session *s, uint32_t il, 
     const size_t kv_dim = (size_t)hp->n_head_kv * hp->head_dim, E = hp->n_embd;
     float *q = buf(gs, BG_BUF_Q), *kv = buf(gs, BG_BUF_KV), *xn = buf(gs, BG_BUF_XN);
     float *attn = buf(gs, BG_BUF_ATTN), *gate = buf(gs, BG_BUF_GATE);
-    int rc = PROJECT(BG_ROLE_ATTN_Q, xn, E, q, s->q_width);
-    rc = rc ? rc : PROJECT(BG_ROLE_ATTN_K, xn, E, kv, 2 * kv_dim);
-    rc = rc ? rc : PROJECT(BG_ROLE_ATTN_V, xn, E, kv + kv_dim, 2 * kv_dim);
+    const bg_gpu_proj proj[3] = {
+        projection(gs, L, il, BG_ROLE_ATTN_Q, q, s->q_width),
+        projection(gs, L, il, BG_ROLE_ATTN_K, kv, 2 * kv_dim),
+        projection(gs, L, il, BG_ROLE_ATTN_V, kv + kv_dim, 2 * kv_dim),
+    };
+    int rc = gs->api->matmul_multi(gs->g, proj, 3, E, xn, E, s->n_tok);
     bg_gpu_attn_args a = {
         .n_tok = s->n_tok, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
         .head_dim = hp->head_dim, .type_k = s->type_k, .type_v = s->type_v,
@@ -312,10 +323,13 @@ static int deltanet(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
     const size_t Hv = hp->ssm_time_step_rank, E = hp->n_embd;
     float *q = buf(gs, BG_BUF_Q), *xn = buf(gs, BG_BUF_XN), *gate = buf(gs, BG_BUF_GATE);
     float *heads = buf(gs, BG_BUF_HEADS), *attn = buf(gs, BG_BUF_ATTN);
-    int rc = PROJECT(BG_ROLE_SSM_QKV, xn, E, q, s->q_width);
-    rc = rc ? rc : PROJECT(BG_ROLE_SSM_GATE, xn, E, gate, s->a_width);
-    rc = rc ? rc : PROJECT(BG_ROLE_SSM_BETA, xn, E, heads, 2 * Hv);
-    rc = rc ? rc : PROJECT(BG_ROLE_SSM_ALPHA, xn, E, heads + Hv, 2 * Hv);
+    const bg_gpu_proj proj[4] = {
+        projection(gs, L, il, BG_ROLE_SSM_QKV, q, s->q_width),
+        projection(gs, L, il, BG_ROLE_SSM_GATE, gate, s->a_width),
+        projection(gs, L, il, BG_ROLE_SSM_BETA, heads, 2 * Hv),
+        projection(gs, L, il, BG_ROLE_SSM_ALPHA, heads + Hv, 2 * Hv),
+    };
+    int rc = gs->api->matmul_multi(gs->g, proj, 4, E, xn, E, s->n_tok);
     bg_gpu_deltanet_args a = {
         .n_tok = s->n_tok, .state = hp->ssm_state_size, .n_k_heads = hp->ssm_group_count,
         .n_v_heads = hp->ssm_time_step_rank, .conv_kernel = hp->ssm_conv_kernel,

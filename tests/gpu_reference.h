@@ -132,6 +132,15 @@ static int m_silu_mul(bg_gpu *g, float *gate, const float *up, uint32_t n, size_
     return 0;
 }
 
+static int m_matmul_multi(bg_gpu *g, const bg_gpu_proj *proj, uint32_t n_proj, uint64_t n_in,
+                          const float *x, size_t xs, uint32_t n_tok)
+{
+    for (uint32_t k = 0; k < n_proj; k++)
+        m_matmul(g, proj[k].type, proj[k].d_w, n_in, proj[k].n_out, x, xs, proj[k].d_y,
+                 proj[k].y_stride, n_tok);
+    return 0;
+}
+
 static int m_matmul_swiglu(bg_gpu *g, uint32_t type, const void *wg, const void *wu,
                            uint64_t n_in, uint64_t n_out, const float *x, size_t xs, float *h,
                            size_t hs, uint32_t n_tok)
@@ -386,7 +395,8 @@ static int m_graph_end(bg_gpu *g, uint64_t key) { return (void)g, (void)key, 0; 
 
 static const bg_gpu_api mock = {
     m_init,   m_destroy,   m_error,    m_mem,    m_alloc,       m_copy,        m_copy,
-    m_zero,   m_set_scratch, m_sync,   m_supports, m_matmul, m_matmul_swiglu, m_rmsnorm, m_add,
+    m_zero,   m_set_scratch, m_sync,   m_supports, m_matmul, m_matmul_multi, m_matmul_swiglu,
+    m_rmsnorm, m_add,
     m_add_rmsnorm, m_attention,
     m_deltanet, m_route,   m_moe,      m_shared_gate, m_silu_mul, m_graph_begin, m_graph_end,
 };

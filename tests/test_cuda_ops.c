@@ -153,6 +153,41 @@ static void matmuls(void)
     }
 }
 
+/* Several products of one input: one launch when their activations code
+ * alike (and a scratch is set), else one after another. */
+static void multis(void)
+{
+    static const uint32_t sets[][3] = {
+        {BG_TYPE_Q6_K, BG_TYPE_Q4_K, BG_TYPE_Q4_K},
+        {BG_TYPE_Q8_0, BG_TYPE_Q8_0, BG_TYPE_Q8_0},
+        {BG_TYPE_F16, BG_TYPE_Q4_K, BG_TYPE_Q8_0},
+    };
+    static const uint64_t n_out[3] = {70, 36, 8};
+    const uint64_t n_in = 512;
+    for (size_t i = 0; i < sizeof sets / sizeof *sets; i++)
+        for (uint32_t n = 1; n <= 9; n += 8) {
+            uint64_t mark = used;
+            uint64_t x = put_random(n * n_in, 1.0f), w[3], y[3];
+            bg_gpu_proj dp[3], rp[3];
+            for (int k = 0; k < 3; k++) {
+                w[k] = put_weights(sets[i][k], n_in, n_out[k], 0.05f);
+                y[k] = put_zeros(n * (n_out[k] + 3));
+                dp[k] = (bg_gpu_proj){sets[i][k], D(w[k]), n_out[k], D(y[k]), n_out[k] + 3};
+                rp[k] = (bg_gpu_proj){sets[i][k], R(w[k]), n_out[k], R(y[k]), n_out[k] + 3};
+            }
+            int rc = dev->matmul_multi(dg, dp, 3, n_in, D(x), n_in, n);
+            mock.matmul_multi(rg, rp, 3, n_in, R(x), n_in, n);
+            for (int k = 0; k < 3; k++) {
+                double e = rc ? INFINITY : compare_floats(y[k], n * (n_out[k] + 3));
+                CHECK(e <= 1e-5, "matmul_multi %s/%s/%s, %u tokens, product %d: NMSE %.3g%s%s",
+                      brigade_type_name(sets[i][0]), brigade_type_name(sets[i][1]),
+                      brigade_type_name(sets[i][2]), n, k, e, rc ? ": " : "",
+                      rc ? dev->error(dg) : "");
+            }
+            used = mark;
+        }
+}
+
 static void small_ops(void)
 {
     const uint32_t n = 320, rows = 5;
@@ -363,10 +398,12 @@ int main(void)
     /* products in the float path, then (scratch given) Q4_K, Q6_K and Q8_0
      * in the integer path */
     matmuls();
+    multis();
     moes();
     const uint64_t scratch_bytes = 8u << 20, scratch = take(scratch_bytes);
     dev->set_scratch(dg, D(scratch), scratch_bytes);
     matmuls();
+    multis();
     moes();
     small_ops();
     attentions();

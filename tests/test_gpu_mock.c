@@ -31,7 +31,7 @@
  * CPU and the logits would differ. Copies in or out of the device while
  * capturing are errors, as they would break a real capture. */
 enum { OP_MATMUL, OP_RMSNORM, OP_ADD, OP_SILU_MUL, OP_SHARED_GATE, OP_ATTN, OP_DN, OP_ROUTE,
-       OP_MOE, OP_MATMUL_SWIGLU, OP_ADD_RMSNORM };
+       OP_MOE, OP_MATMUL_SWIGLU, OP_ADD_RMSNORM, OP_MATMUL_MULTI };
 typedef struct rec {
     int op;
     uint32_t type, n, rows;
@@ -42,6 +42,7 @@ typedef struct rec {
     bg_gpu_attn_args attn;
     bg_gpu_deltanet_args dn;
     bg_gpu_moe_args moe;
+    bg_gpu_proj proj[BG_GPU_MAX_PROJ];
 } rec;
 
 enum { MAX_RECS = 4096, MAX_KEYS = 32 };
@@ -73,6 +74,18 @@ static int g_rmsnorm(bg_gpu *g, float *y, size_t ys, const float *x, size_t xs, 
         return m_rmsnorm(g, y, ys, x, xs, w, n, rows, eps);
     return record(&(rec){.op = OP_RMSNORM, .s1 = ys, .s2 = xs, .n = n, .rows = rows, .eps = eps,
                          .p = {y, (void *)x, (void *)w}});
+}
+static int g_matmul_multi(bg_gpu *g, const bg_gpu_proj *proj, uint32_t n_proj, uint64_t n_in,
+                          const float *x, size_t xs, uint32_t n_tok)
+{
+    if (capturing < 0)
+        return m_matmul_multi(g, proj, n_proj, n_in, x, xs, n_tok);
+    if (n_proj > BG_GPU_MAX_PROJ)
+        return -1;
+    rec r = {.op = OP_MATMUL_MULTI, .n_in = n_in, .s1 = xs, .n = n_tok, .rows = n_proj,
+             .p = {(void *)x}};
+    memcpy(r.proj, proj, n_proj * sizeof *proj);
+    return record(&r);
 }
 static int g_matmul_swiglu(bg_gpu *g, uint32_t type, const void *wg, const void *wu,
                            uint64_t n_in, uint64_t n_out, const float *x, size_t xs, float *h,
@@ -177,6 +190,7 @@ static void run_recs(bg_gpu *g, int k)
             m_matmul_swiglu(g, r->type, p[0], p[1], r->n_in, r->n_out, p[2], r->s1, p[3], r->s2,
                             r->n);
             break;
+        case OP_MATMUL_MULTI: m_matmul_multi(g, r->proj, r->rows, r->n_in, p[0], r->s1, r->n); break;
         case OP_ADD_RMSNORM: m_add_rmsnorm(g, p[0], p[1], p[2], p[3], r->n, r->rows, r->eps); break;
         case OP_ROUTE:
             m_route(g, p[0], r->n, (uint32_t)r->n_in, (uint32_t)r->n_out, p[1], p[2]);
@@ -240,7 +254,8 @@ static int g_end(bg_gpu *g, uint64_t key)
 
 static const bg_gpu_api mock_graphs = {
     g_init,   m_destroy,  m_error,       m_mem,      m_alloc,    g_copy,        g_copy,
-    g_zero,   m_set_scratch, m_sync,  m_supports,    g_matmul,   g_matmul_swiglu, g_rmsnorm, g_add,
+    g_zero,   m_set_scratch, m_sync,  m_supports,    g_matmul,   g_matmul_multi, g_matmul_swiglu,
+    g_rmsnorm, g_add,
     g_add_rmsnorm, g_attention, g_deltanet, g_route, g_moe, g_shared_gate, g_silu_mul,
     g_begin,  g_end,
 };

@@ -339,6 +339,8 @@ extern "C" {
 int bg_cuda_matmul(bg_gpu *g, uint32_t type, const void *d_w, uint64_t n_in, uint64_t n_out,
                    const float *d_x, size_t x_stride, float *d_y, size_t y_stride,
                    uint32_t n_tok);
+int bg_cuda_matmul_multi(bg_gpu *g, const bg_gpu_proj *proj, uint32_t n_proj, uint64_t n_in,
+                         const float *d_x, size_t x_stride, uint32_t n_tok);
 int bg_cuda_matmul_swiglu(bg_gpu *g, uint32_t type, const void *d_wg, const void *d_wu,
                           uint64_t n_in, uint64_t n_out, const float *d_x, size_t x_stride,
                           float *d_h, size_t h_stride, uint32_t n_tok);

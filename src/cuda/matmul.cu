@@ -454,6 +454,111 @@ static int matmul(bg_gpu *g, uint32_t type, const void *w0, const void *w1, uint
     return bg_cuda_launched(g, "matmul");
 }
 
+// ---------------------------------------------- several products, one input
+
+// The products of one launch: block ranges, weights and outputs of each.
+struct bg_multi {
+    const uint8_t *w[BG_GPU_MAX_PROJ];
+    float *y[BG_GPU_MAX_PROJ];
+    uint64_t n_out[BG_GPU_MAX_PROJ];
+    size_t ys[BG_GPU_MAX_PROJ];
+    uint32_t type[BG_GPU_MAX_PROJ];
+    uint32_t first_block[BG_GPU_MAX_PROJ + 1];
+    uint32_t n;
+};
+
+// Row o of one product on the integer path, over every token.
+template <int T>
+__device__ __forceinline__ void bg_multi_row(const uint8_t *w, uint64_t o, uint64_t n_in,
+                                             const uint8_t *xq, uint32_t n_tok, float *y,
+                                             size_t ys)
+{
+    const uint8_t *const rows[1] = {w + o * bg_row_bytes<T>(n_in)};
+    const uint64_t qs = bg_code_row_bytes(n_in);
+    for (uint32_t t0 = blockIdx.y * MM_TOK; t0 < n_tok; t0 += gridDim.y * MM_TOK) {
+        const int nt = n_tok - t0 < MM_TOK ? (int)(n_tok - t0) : MM_TOK;
+        const uint8_t *xr[MM_TOK];
+#pragma unroll
+        for (int t = 0; t < MM_TOK; t++)
+            xr[t] = xq + (size_t)(t0 + (t < nt ? t : 0)) * qs;
+        float acc[1][MM_TOK];
+        bg_rows_dot_int<T, 1>(rows, n_in, xr, nt, acc);
+        if (threadIdx.x % 32 == 0)
+            for (int t = 0; t < nt; t++)
+                y[(size_t)(t0 + t) * ys + o] = acc[0][t];
+    }
+}
+
+// Blocks [first_block[k], first_block[k + 1]) compute product k; each
+// block's rows have one type, so the switch does not split a warp.
+__global__ void __launch_bounds__(MM_WARPS * 32)
+    k_matmul_multi(bg_multi m, uint64_t n_in, const uint8_t *xq, uint32_t n_tok)
+{
+    uint32_t k = 0;
+    while (k + 1 < m.n && blockIdx.x >= m.first_block[k + 1])
+        k++;
+    const uint64_t o = (uint64_t)(blockIdx.x - m.first_block[k]) * MM_WARPS + threadIdx.x / 32;
+    if (o >= m.n_out[k])
+        return;
+    switch (m.type[k]) {
+    case T_Q4_K: bg_multi_row<T_Q4_K>(m.w[k], o, n_in, xq, n_tok, m.y[k], m.ys[k]); break;
+    case T_Q6_K: bg_multi_row<T_Q6_K>(m.w[k], o, n_in, xq, n_tok, m.y[k], m.ys[k]); break;
+    case T_Q8_0: bg_multi_row<T_Q8_0>(m.w[k], o, n_in, xq, n_tok, m.y[k], m.ys[k]); break;
+    default: break;
+    }
+}
+
+// The activation coding of a type on the integer path (ACT_Q8_0 or
+// ACT_Q8_K), -1 for the float path.
+static int code_kind(uint32_t type)
+{
+    return type == T_Q8_0 ? ACT_Q8_0 : type == T_Q4_K || type == T_Q6_K ? ACT_Q8_K : -1;
+}
+
+extern "C" int bg_cuda_matmul_multi(bg_gpu *g, const bg_gpu_proj *proj, uint32_t n_proj,
+                                    uint64_t n_in, const float *d_x, size_t x_stride,
+                                    uint32_t n_tok)
+{
+    if (n_proj > BG_GPU_MAX_PROJ) {
+        snprintf(g->err, sizeof g->err, "matmul_multi: %u products, at most %d", n_proj,
+                 BG_GPU_MAX_PROJ);
+        return -1;
+    }
+    // one launch when every product codes its activations the same way
+    bool one = n_proj > 1 && n_tok && code_kind(proj[0].type) >= 0 && x_stride % 4 == 0 &&
+               (uintptr_t)d_x % 16 == 0;
+    for (uint32_t k = 1; k < n_proj; k++)
+        one = one && code_kind(proj[k].type) == code_kind(proj[0].type);
+    int rc = 0;
+    const uint8_t *xq = one ? code_act(g, proj[0].type, d_x, x_stride, n_in, n_tok, &rc) : NULL;
+    if (rc)
+        return rc;
+    if (!xq) { // one product after another
+        for (uint32_t k = 0; k < n_proj; k++)
+            if (matmul(g, proj[k].type, proj[k].d_w, NULL, n_in, proj[k].n_out, d_x, x_stride,
+                       proj[k].d_y, proj[k].y_stride, n_tok))
+                return -1;
+        return 0;
+    }
+    bg_multi m = {};
+    uint32_t blocks = 0;
+    for (uint32_t k = 0; k < n_proj; k++) {
+        m.w[k] = (const uint8_t *)proj[k].d_w;
+        m.y[k] = proj[k].d_y;
+        m.n_out[k] = proj[k].n_out;
+        m.ys[k] = proj[k].y_stride;
+        m.type[k] = proj[k].type;
+        m.first_block[k] = blocks;
+        blocks += (uint32_t)((proj[k].n_out + MM_WARPS - 1) / MM_WARPS);
+    }
+    m.first_block[n_proj] = blocks;
+    m.n = n_proj;
+    const uint32_t groups = (n_tok + MM_TOK - 1) / MM_TOK;
+    const dim3 grid(blocks, groups > 65535 ? 65535 : groups);
+    BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul_multi)(m, n_in, xq, n_tok);
+    return bg_cuda_launched(g, "matmul (several)");
+}
+
 extern "C" int bg_cuda_matmul(bg_gpu *g, uint32_t type, const void *d_w, uint64_t n_in,
                               uint64_t n_out, const float *d_x, size_t x_stride, float *d_y,
                               size_t y_stride, uint32_t n_tok)
