@@ -97,6 +97,45 @@ template <int K> __device__ __forceinline__ void bg_round_act(float x[32], bool 
         x[j] = q[j] * d;
 }
 
+// 32 floats from p (16-byte aligned), or zeros for an inactive lane.
+__device__ __forceinline__ void bg_load32(const float *p, bool active, float v[32])
+{
+    if (active) {
+        const float4 *q = BG_ALIGNED(const float4 *, p);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const float4 f = q[j];
+            v[4 * j] = f.x, v[4 * j + 1] = f.y, v[4 * j + 2] = f.z, v[4 * j + 3] = f.w;
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < 32; j++)
+            v[j] = 0.0f;
+    }
+}
+
+// The accumulators of NR rows by MM_TOK tokens: zeroed; summed over the
+// warp's lanes for the nt tokens used (nt is the same in every lane).
+template <int NR> __device__ __forceinline__ void bg_acc_zero(float acc[NR][MM_TOK])
+{
+#pragma unroll
+    for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int t = 0; t < MM_TOK; t++)
+            acc[r][t] = 0.0f;
+}
+template <int NR> __device__ __forceinline__ void bg_acc_warp_sum(float acc[NR][MM_TOK], int nt)
+{
+#pragma unroll
+    for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int t = 0; t < MM_TOK; t++) {
+            if (t >= nt)
+                break;
+            acc[r][t] = bg_warp_sum(acc[r][t]);
+        }
+}
+
 // ---------------------------------------------- the integer path
 //
 // Q4_K, Q6_K and Q8_0 weights multiply activations coded once per product
@@ -193,18 +232,7 @@ __global__ void k_code_act(const float *x, size_t xs, uint64_t n_in, uint32_t n_
     const uint64_t qs = bg_code_row_bytes(n_in);
     for (uint32_t r = blockIdx.y; r < n_rows; r += gridDim.y) { // the same count in every lane
         float v[32], q[32], d;
-        if (active) {
-            const float4 *p = BG_ALIGNED(const float4 *, x + (size_t)r * xs + c * 32);
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const float4 f = p[j];
-                v[4 * j] = f.x, v[4 * j + 1] = f.y, v[4 * j + 2] = f.z, v[4 * j + 3] = f.w;
-            }
-        } else {
-#pragma unroll
-            for (int j = 0; j < 32; j++)
-                v[j] = 0.0f;
-        }
+        bg_load32(x + (size_t)r * xs + c * 32, active, v);
         bg_code_act<K>(v, active, q, &d);
         if (!active)
             continue;
@@ -230,11 +258,7 @@ __device__ __forceinline__ void bg_rows_dot_int(const uint8_t *const rows[NR], u
                                                 float acc[NR][MM_TOK])
 {
     const int lane = threadIdx.x % 32;
-#pragma unroll
-    for (int r = 0; r < NR; r++)
-#pragma unroll
-        for (int t = 0; t < MM_TOK; t++)
-            acc[r][t] = 0.0f;
+    bg_acc_zero<NR>(acc);
     const uint64_t n_chunks = n_in / 32;
     for (uint64_t c = lane; c < n_chunks; c += 32) {
         int w[NR][8];
@@ -267,14 +291,7 @@ __device__ __forceinline__ void bg_rows_dot_int(const uint8_t *const rows[NR], u
             }
         }
     }
-#pragma unroll
-    for (int r = 0; r < NR; r++)
-#pragma unroll
-        for (int t = 0; t < MM_TOK; t++) {
-            if (t >= nt)
-                break;
-            acc[r][t] = bg_warp_sum(acc[r][t]);
-        }
+    bg_acc_warp_sum<NR>(acc, nt);
 }
 
 // ---------------------------------------------- the float path
@@ -292,18 +309,7 @@ __device__ __forceinline__ void bg_acc_tokens(const float v[NR][32], const float
         if (t >= nt)
             break;
         float xv[32];
-        if (active) {
-            const float4 *xt = BG_ALIGNED(const float4 *, xr[t] + c * 32);
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const float4 q = xt[j];
-                xv[4 * j] = q.x, xv[4 * j + 1] = q.y, xv[4 * j + 2] = q.z, xv[4 * j + 3] = q.w;
-            }
-        } else {
-#pragma unroll
-            for (int j = 0; j < 32; j++)
-                xv[j] = 0.0f;
-        }
+        bg_load32(xr[t] + c * 32, active, xv);
         bg_round_act<bg_act<T>::kind>(xv, active);
 #pragma unroll
         for (int r = 0; r < NR; r++) {
@@ -325,11 +331,7 @@ __device__ __forceinline__ void bg_rows_dot(const uint8_t *const rows[NR], uint6
                                             float acc[NR][MM_TOK])
 {
     const int lane = threadIdx.x % 32;
-#pragma unroll
-    for (int r = 0; r < NR; r++)
-#pragma unroll
-        for (int t = 0; t < MM_TOK; t++)
-            acc[r][t] = 0.0f;
+    bg_acc_zero<NR>(acc);
     const uint64_t n_chunks = n_in / 32;
     for (uint64_t c0 = 0; c0 < n_chunks; c0 += 32) {
         const uint64_t c = c0 + lane;
@@ -341,14 +343,7 @@ __device__ __forceinline__ void bg_rows_dot(const uint8_t *const rows[NR], uint6
                 bg_deq32<T>(rows[r], c, v[r]);
         bg_acc_tokens<T, NR>(v, xr, c, nt, active, acc);
     }
-#pragma unroll
-    for (int r = 0; r < NR; r++)
-#pragma unroll
-        for (int t = 0; t < MM_TOK; t++) {
-            if (t >= nt) // nt is the same in every lane
-                break;
-            acc[r][t] = bg_warp_sum(acc[r][t]);
-        }
+    bg_acc_warp_sum<NR>(acc, nt);
 }
 
 // Row o of W against every token, MM_TOK at a time (NR = 1: y = W x), or
