@@ -251,17 +251,6 @@ static int put_x(bg_gpu_session *gs, const brigade_session *s)
                            (uint64_t)s->n_tok * s->hp->n_embd * sizeof(float));
 }
 
-brigade_status bg_gpu_fetch_x(bg_gpu_session *gs, brigade_session *s, brigade_error *err)
-{
-    if (!gs->x_on_device)
-        return BRIGADE_OK;
-    gs->x_on_device = false;
-    if (gs->api->download(gs->g, s->x, buf(gs, BG_BUF_X),
-                          (uint64_t)s->n_tok * s->hp->n_embd * sizeof(float)))
-        return gpu_fail(gs, err, "the forward pass");
-    return BRIGADE_OK;
-}
-
 /* y = W x for the micro-batch, W a 2-D weight of layer il (or any tensor
  * at a device address). */
 static int project(bg_gpu_session *gs, const brigade_session *s, const brigade_tensor_info *t,

@@ -34,14 +34,11 @@ void bg_gpu_session_report(const bg_gpu_session *gs, brigade_gpu_report *out);
 /* A new micro-batch: s->x (embeddings) is on the host, token positions
  * and sequences go to the device. */
 brigade_status bg_gpu_begin(bg_gpu_session *gs, const brigade_session *s, brigade_error *err);
-/* The GPU layers (the last ones) over the micro-batch, x left on the
- * device; a layer whose routed experts are on the CPU sends only the
- * hidden state to the host and back. Decode steps with everything on the
- * GPU replay a CUDA graph. */
+/* The GPU layers (the last ones) over the micro-batch, x kept on the
+ * device; a layer whose routed experts are on the CPU sends the normed
+ * hidden state and the expert choice to the host and gets the experts' sum
+ * back. Decode steps with everything on the GPU replay a CUDA graph. */
 brigade_status bg_gpu_layers(bg_gpu_session *gs, brigade_session *s, brigade_error *err);
-/* Makes s->x current on the host (downloads it if the device has the
- * newer copy). */
-brigade_status bg_gpu_fetch_x(bg_gpu_session *gs, brigade_session *s, brigade_error *err);
 /* The output head on the GPU: rows[r] are the micro-batch tokens whose
  * logits go to logits[r * n_vocab]. */
 brigade_status bg_gpu_head(bg_gpu_session *gs, brigade_session *s, const uint32_t *rows,

@@ -350,13 +350,11 @@ __device__ __forceinline__ void bg_rows_dot(const uint8_t *const rows[NR], uint6
 // rows o of Wg (w0) and Wu (w1) together (NR = 2: y = silu(Wg x) * Wu x).
 // xq: the tokens' coded activations (integer path), or NULL.
 template <int T, int NR>
-__global__ void __launch_bounds__(MM_WARPS * 32)
-    k_matmul(const uint8_t *w0, const uint8_t *w1, uint64_t n_in, uint64_t n_out, const float *x,
-             size_t xs, const uint8_t *xq, float *y, size_t ys, uint32_t n_tok)
+__device__ __forceinline__ void bg_matmul_row(const uint8_t *w0, const uint8_t *w1, uint64_t o,
+                                              uint64_t n_in, const float *x, size_t xs,
+                                              const uint8_t *xq, float *y, size_t ys,
+                                              uint32_t n_tok)
 {
-    const uint64_t o = (uint64_t)blockIdx.x * MM_WARPS + threadIdx.x / 32;
-    if (o >= n_out)
-        return;
     const uint64_t at = o * bg_row_bytes<T>(n_in), qs = bg_code_row_bytes(n_in);
     const uint8_t *const rows[2] = {w0 + at, w1 + at};
     for (uint32_t t0 = blockIdx.y * MM_TOK; t0 < n_tok; t0 += gridDim.y * MM_TOK) {
@@ -385,6 +383,16 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
                 y[(size_t)(t0 + t) * ys + o] =
                     NR == 2 ? bg_silu(acc[0][t]) * acc[NR - 1][t] : acc[0][t];
     }
+}
+
+template <int T, int NR>
+__global__ void __launch_bounds__(MM_WARPS * 32)
+    k_matmul(const uint8_t *w0, const uint8_t *w1, uint64_t n_in, uint64_t n_out, const float *x,
+             size_t xs, const uint8_t *xq, float *y, size_t ys, uint32_t n_tok)
+{
+    const uint64_t o = (uint64_t)blockIdx.x * MM_WARPS + threadIdx.x / 32;
+    if (o < n_out)
+        bg_matmul_row<T, NR>(w0, w1, o, n_in, x, xs, xq, y, ys, n_tok);
 }
 
 // Whether products with weights of this type code their activations for
@@ -462,28 +470,6 @@ struct bg_multi {
     uint32_t n;
 };
 
-// Row o of one product on the integer path, over every token.
-template <int T>
-__device__ __forceinline__ void bg_multi_row(const uint8_t *w, uint64_t o, uint64_t n_in,
-                                             const uint8_t *xq, uint32_t n_tok, float *y,
-                                             size_t ys)
-{
-    const uint8_t *const rows[1] = {w + o * bg_row_bytes<T>(n_in)};
-    const uint64_t qs = bg_code_row_bytes(n_in);
-    for (uint32_t t0 = blockIdx.y * MM_TOK; t0 < n_tok; t0 += gridDim.y * MM_TOK) {
-        const int nt = n_tok - t0 < MM_TOK ? (int)(n_tok - t0) : MM_TOK;
-        const uint8_t *xr[MM_TOK];
-#pragma unroll
-        for (int t = 0; t < MM_TOK; t++)
-            xr[t] = xq + (size_t)(t0 + (t < nt ? t : 0)) * qs;
-        float acc[1][MM_TOK];
-        bg_rows_dot_int<T, 1>(rows, n_in, xr, nt, acc);
-        if (threadIdx.x % 32 == 0)
-            for (int t = 0; t < nt; t++)
-                y[(size_t)(t0 + t) * ys + o] = acc[0][t];
-    }
-}
-
 // Blocks [first_block[k], first_block[k + 1]) compute product k; each
 // block's rows have one type, so the switch does not split a warp.
 __global__ void __launch_bounds__(MM_WARPS * 32)
@@ -496,9 +482,12 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
     if (o >= m.n_out[k])
         return;
     switch (m.type[k]) {
-    case T_Q4_K: bg_multi_row<T_Q4_K>(m.w[k], o, n_in, xq, n_tok, m.y[k], m.ys[k]); break;
-    case T_Q6_K: bg_multi_row<T_Q6_K>(m.w[k], o, n_in, xq, n_tok, m.y[k], m.ys[k]); break;
-    case T_Q8_0: bg_multi_row<T_Q8_0>(m.w[k], o, n_in, xq, n_tok, m.y[k], m.ys[k]); break;
+    // integer path only (xq is set): x is not read
+#define ROW(T) bg_matmul_row<T, 1>(m.w[k], m.w[k], o, n_in, NULL, 0, xq, m.y[k], m.ys[k], n_tok)
+    case T_Q4_K: ROW(T_Q4_K); break;
+    case T_Q6_K: ROW(T_Q6_K); break;
+    case T_Q8_0: ROW(T_Q8_0); break;
+#undef ROW
     default: break;
     }
 }
