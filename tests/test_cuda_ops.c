@@ -270,9 +270,13 @@ static void attentions(void)
         }
 }
 
-static void deltanets(void)
+/* Two geometries: small heads with sequences interleaved token by token,
+ * and Qwen3.6's state size with more tokens than the kernel stages at once
+ * and a sequence switch inside a staged group. */
+static void deltanet_case(uint32_t S, uint32_t Hk, uint32_t Hv, uint32_t K,
+                          const uint32_t *const seqs[2], const uint32_t ns[2])
 {
-    const uint32_t S = 64, Hk = 2, Hv = 4, K = 4, n_seq = 2;
+    const uint32_t n_seq = 2;
     const uint32_t key_dim = S * Hk, conv_dim = 2 * key_dim + S * Hv;
     bg_gpu_deltanet_args a = {.state = S, .n_k_heads = Hk, .n_v_heads = Hv, .conv_kernel = K,
                               .eps = 1e-6f, .conv_seq_floats = (uint64_t)conv_dim * (K - 1),
@@ -288,8 +292,6 @@ static void deltanets(void)
     dev->zero(dg, D(ssm), n_seq * a.ssm_seq_floats * 4);
     memset(R(conv), 0, n_seq * a.conv_seq_floats * 4);
     memset(R(ssm), 0, n_seq * a.ssm_seq_floats * 4);
-    static const uint32_t seqs[][6] = {{0, 1, 0, 0, 1, 1}, {1, 0}};
-    const uint32_t ns[2] = {6, 2};
     for (int step = 0; step < 2; step++) {
         a.n_tok = ns[step];
         uint64_t qkv = put_random(a.n_tok * a.q_width, 1.0f), z = put_random(a.n_tok * a.a_width, 1.0f);
@@ -300,13 +302,26 @@ static void deltanets(void)
         mock.deltanet(rg, &a, R(qkv), R(z), R(heads), R(dt), R(A), R(cw), R(nw), R(conv), R(ssm),
                       R(att), R(ts));
         double e = rc ? INFINITY : compare_floats(att, a.n_tok * a.a_width);
-        CHECK(e <= 1e-5, "deltanet step %d: NMSE %.3g%s%s", step, e, rc ? ": " : "",
-              rc ? dev->error(dg) : "");
+        CHECK(e <= 1e-5, "deltanet S=%u, %u tokens: NMSE %.3g%s%s", S, a.n_tok, e,
+              rc ? ": " : "", rc ? dev->error(dg) : "");
         e = compare_floats(ssm, n_seq * a.ssm_seq_floats);
-        CHECK(e <= 1e-5, "deltanet state after step %d: NMSE %.3g", step, e);
+        CHECK(e <= 1e-5, "deltanet S=%u state after %u tokens: NMSE %.3g", S, a.n_tok, e);
         e = compare_floats(conv, n_seq * a.conv_seq_floats);
-        CHECK(e <= 1e-10, "deltanet convolution state after step %d: NMSE %.3g", step, e);
+        CHECK(e <= 1e-10, "deltanet S=%u convolution state after %u tokens: NMSE %.3g", S,
+              a.n_tok, e);
     }
+}
+
+static void deltanets(void)
+{
+    static const uint32_t mixed[] = {0, 1, 0, 0, 1, 1}, two[] = {1, 0};
+    const uint32_t *const small[2] = {mixed, two};
+    deltanet_case(64, 2, 4, 4, small, (const uint32_t[2]){6, 2});
+    static uint32_t long_run[21], one[1];
+    for (uint32_t t = 0; t < 21; t++) /* seq 1 from token 11 on */
+        long_run[t] = t > 10;
+    const uint32_t *const big[2] = {long_run, one};
+    deltanet_case(128, 2, 4, 4, big, (const uint32_t[2]){21, 1});
 }
 
 /* Routing, then the routed experts for the reference's choice (so a

@@ -339,110 +339,189 @@ extern "C" int bg_cuda_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *d_
 
 // --------------------------------------------------------------- DeltaNet
 
-// beta = sigmoid(beta), decay = softplus(alpha + dt) * a, per token and head.
-__global__ void k_dn_gates(float *heads, const float *dt, const float *a_log, uint32_t Hv,
-                           uint32_t n_tok)
-{
-    const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= Hv * n_tok)
-        return;
-    float *row = heads + (size_t)(i / Hv) * 2 * Hv;
-    const uint32_t h = i % Hv;
-    row[h] = bg_sigmoid(row[h]);
-    row[Hv + h] = bg_softplus(row[Hv + h] + dt[h]) * a_log[h];
-}
+enum { DN_MAX_CONV = 8 }; // convolution widths handled (Qwen3.6: 4)
 
-// The causal depthwise convolution, one thread per channel, the tokens in
-// order; the state keeps each sequence's last K - 1 inputs.
-__global__ void k_dn_conv(float *qkv, size_t q_width, const float *w, float *conv,
-                          uint64_t conv_seq, const uint32_t *tok_seq, uint32_t conv_dim,
-                          uint32_t K, uint32_t n_tok)
+// The causal depthwise convolution and the l2 norm of each q and k head.
+// Block b owns channels [b*S, b*S + S): a q head, a k head or a v head.
+// Each thread runs its channel through the tokens in order with the last
+// K - 1 inputs in registers (a sequence's history is loaded when its first
+// token comes and stored when another sequence's token follows); then the
+// block's warps normalize the q or k head of every token, as ops.c's
+// bg_l2norm.
+__global__ void k_dn_conv_l2(float *qkv, size_t q_width, const float *w, float *conv,
+                             uint64_t conv_seq, const uint32_t *tok_seq, uint32_t S,
+                             uint32_t n_heads2, uint32_t K, float eps, uint32_t n_tok)
 {
-    const uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= conv_dim)
-        return;
-    const float *wc = w + (size_t)c * K;
+    const uint32_t c = blockIdx.x * S + threadIdx.x;
+    // the weights of the K - 1 previous inputs, and of the current one
+    float wc[DN_MAX_CONV - 1], hist[DN_MAX_CONV - 1];
+#pragma unroll
+    for (uint32_t j = 0; j + 1 < DN_MAX_CONV; j++)
+        wc[j] = j + 1 < K ? w[(size_t)c * K + j] : 0.0f;
+    const float w_now = w[(size_t)c * K + K - 1];
+    uint32_t seq = UINT32_MAX;
     for (uint32_t t = 0; t < n_tok; t++) {
-        float *hist = conv + tok_seq[t] * conv_seq + (size_t)c * (K - 1);
-        float *x = qkv + (size_t)t * q_width + c;
-        float acc = 0.0f;
-        for (uint32_t j = 0; j + 1 < K; j++)
-            acc = __fadd_rn(acc, __fmul_rn(hist[j], wc[j]));
-        acc = __fadd_rn(acc, __fmul_rn(*x, wc[K - 1]));
-        if (K > 1) {
-            for (uint32_t j = 0; j + 2 < K; j++)
-                hist[j] = hist[j + 1];
-            hist[K - 2] = *x;
+        if (tok_seq[t] != seq) {
+            if (seq != UINT32_MAX)
+#pragma unroll
+                for (uint32_t j = 0; j + 1 < DN_MAX_CONV; j++)
+                    if (j + 1 < K)
+                        conv[seq * conv_seq + (size_t)c * (K - 1) + j] = hist[j];
+            seq = tok_seq[t];
+#pragma unroll
+            for (uint32_t j = 0; j + 1 < DN_MAX_CONV; j++)
+                hist[j] = j + 1 < K ? conv[seq * conv_seq + (size_t)c * (K - 1) + j] : 0.0f;
         }
+        float *x = qkv + (size_t)t * q_width + c;
+        const float in = *x;
+        float acc = 0.0f;
+#pragma unroll
+        for (uint32_t j = 0; j + 1 < DN_MAX_CONV; j++)
+            if (j + 1 < K)
+                acc = __fadd_rn(acc, __fmul_rn(hist[j], wc[j]));
+        acc = __fadd_rn(acc, __fmul_rn(in, w_now));
+#pragma unroll
+        for (uint32_t j = 0; j + 2 < DN_MAX_CONV; j++)
+            if (j + 2 < K)
+                hist[j] = hist[j + 1];
+        if (K > 1)
+#pragma unroll
+            for (uint32_t j = 0; j + 1 < DN_MAX_CONV; j++)
+                if (j + 2 == K)
+                    hist[j] = in;
         *x = bg_silu(acc);
     }
-}
-
-// l2 norm of each q and k head (one warp each), as ops.c's bg_l2norm.
-__global__ void k_dn_l2(float *qkv, size_t q_width, uint32_t S, uint32_t n_heads2, float eps,
-                        uint32_t n_tok)
-{
-    const uint32_t wi = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
-    if (wi >= n_heads2 * n_tok)
-        return;
-    float *x = qkv + (size_t)(wi / n_heads2) * q_width + (size_t)(wi % n_heads2) * S;
-    double sum = 0.0;
-    for (uint32_t j = lane; j < S; j += 32)
-        sum += (double)(x[j] * x[j]);
-    sum = bg_warp_sum_d(sum);
-    const float mean = (float)(sum / (double)S);
-    const float scale = 1.0f / sqrtf(mean + eps / (float)S);
+    if (seq != UINT32_MAX)
+#pragma unroll
+        for (uint32_t j = 0; j + 1 < DN_MAX_CONV; j++)
+            if (j + 1 < K)
+                conv[seq * conv_seq + (size_t)c * (K - 1) + j] = hist[j];
+    if (blockIdx.x >= n_heads2)
+        return; // a v head: no norm
+    __syncthreads(); // the block's outputs, every token
+    const uint32_t lane = threadIdx.x % 32, n_warps = blockDim.x / 32;
     const float s = 1.0f / sqrtf((float)S);
-    for (uint32_t j = lane; j < S; j += 32)
-        x[j] = (x[j] * scale) * s;
+    for (uint32_t t = threadIdx.x / 32; t < n_tok; t += n_warps) {
+        float *x = qkv + (size_t)t * q_width + (size_t)blockIdx.x * S;
+        double sum = 0.0;
+        for (uint32_t j = lane; j < S; j += 32)
+            sum += (double)(x[j] * x[j]);
+        sum = bg_warp_sum_d(sum);
+        const float mean = (float)(sum / (double)S);
+        const float scale = 1.0f / sqrtf(mean + eps / (float)S);
+        for (uint32_t j = lane; j < S; j += 32)
+            x[j] = (x[j] * scale) * s;
+    }
 }
 
-enum { DN_WARPS = 4, DN_MAX_PER_LANE = 8 }; // state size <= 256
-
-// The delta rule for value head blockIdx.x over the tokens in order:
+// The delta rule, block (h, y) owning state rows [y*DN_ROWS, y*DN_ROWS +
+// DN_ROWS) of value head h, DN_RPW rows per warp:
 //   M = M * exp(g);  M += beta (v - M k) k^T;  o = M q / sqrt(S)
-// a warp per state row at a time (rows are independent).
+// with beta = sigmoid(b), g = softplus(alpha + dt) * a. Rows are
+// independent, so a warp keeps its rows in registers over all the tokens
+// (loaded when a sequence's token comes, stored when another sequence's
+// follows) and the state crosses memory once per launch, not per token.
+// The block stages DN_CHUNK tokens' k, q, its v entries and gates in
+// shared memory at a time.
+enum { DN_WARPS = 4, DN_RPW = 4, DN_ROWS = DN_WARPS * DN_RPW, DN_MAX_PER_LANE = 8, DN_CHUNK = 8 };
+
 __global__ void __launch_bounds__(DN_WARPS * 32)
-    k_dn_recur(const float *qkv, size_t q_width, const float *heads, float *ssm,
-               uint64_t ssm_seq, float *attn, size_t a_width, const uint32_t *tok_seq,
-               uint32_t S, uint32_t Hk, uint32_t Hv, uint32_t n_tok)
+    k_dn_recur(const float *qkv, size_t q_width, const float *heads, const float *dt,
+               const float *a_log, float *ssm, uint64_t ssm_seq, float *attn, size_t a_width,
+               const uint32_t *tok_seq, uint32_t S, uint32_t Hk, uint32_t Hv, uint32_t n_tok)
 {
+    __shared__ float sk[DN_CHUNK][32 * DN_MAX_PER_LANE], sq[DN_CHUNK][32 * DN_MAX_PER_LANE];
+    __shared__ float sv[DN_CHUNK][DN_ROWS], sbeta[DN_CHUNK], sg[DN_CHUNK];
     const uint32_t h = blockIdx.x, lane = threadIdx.x % 32, w = threadIdx.x / 32, per = S / 32;
-    const uint32_t key_dim = S * Hk;
+    const uint32_t r0 = blockIdx.y * DN_ROWS + w * DN_RPW, key_dim = S * Hk;
     const float scale = 1.0f / sqrtf((float)S);
-    for (uint32_t t = 0; t < n_tok; t++) {
-        const float *x = qkv + (size_t)t * q_width;
-        const float *qh = x + (h % Hk) * S, *kh = x + key_dim + (h % Hk) * S;
-        const float *vh = x + 2 * key_dim + (size_t)h * S;
-        const float beta = heads[(size_t)t * 2 * Hv + h];
-        const float g = expf(heads[(size_t)t * 2 * Hv + Hv + h]);
-        float *M = ssm + tok_seq[t] * ssm_seq + (size_t)h * S * S;
-        float k[DN_MAX_PER_LANE], q[DN_MAX_PER_LANE];
-        for (uint32_t u = 0; u < per; u++) {
-            k[u] = kh[lane + 32 * u];
-            q[u] = qh[lane + 32 * u];
+    float m[DN_RPW][DN_MAX_PER_LANE];
+    uint32_t seq = UINT32_MAX;
+    for (uint32_t t0 = 0; t0 < n_tok; t0 += DN_CHUNK) {
+        const uint32_t nt = n_tok - t0 < (uint32_t)DN_CHUNK ? n_tok - t0 : (uint32_t)DN_CHUNK;
+        __syncthreads(); // the previous chunk is used up
+        for (uint32_t i = threadIdx.x; i < nt * S; i += blockDim.x) {
+            const float *x = qkv + (size_t)(t0 + i / S) * q_width + (h % Hk) * S + i % S;
+            sq[i / S][i % S] = x[0];
+            sk[i / S][i % S] = x[key_dim];
         }
-        for (uint32_t r = w; r < S; r += DN_WARPS) {
-            float *row = M + (size_t)r * S;
-            float m[DN_MAX_PER_LANE], mk = 0.0f;
-            for (uint32_t u = 0; u < per; u++) {
-                m[u] = row[lane + 32 * u] * g;
-                mk += m[u] * k[u];
+        for (uint32_t i = threadIdx.x; i < nt * DN_ROWS; i += blockDim.x)
+            sv[i / DN_ROWS][i % DN_ROWS] = qkv[(size_t)(t0 + i / DN_ROWS) * q_width +
+                                                2 * key_dim + (size_t)h * S +
+                                                blockIdx.y * DN_ROWS + i % DN_ROWS];
+        for (uint32_t i = threadIdx.x; i < nt; i += blockDim.x) {
+            const float *row = heads + (size_t)(t0 + i) * 2 * Hv;
+            sbeta[i] = bg_sigmoid(row[h]);
+            sg[i] = expf(bg_softplus(row[Hv + h] + dt[h]) * a_log[h]);
+        }
+        __syncthreads();
+        for (uint32_t i = 0; i < nt; i++) {
+            const uint32_t t = t0 + i;
+            if (tok_seq[t] != seq) {
+                if (seq != UINT32_MAX)
+#pragma unroll
+                    for (uint32_t r = 0; r < DN_RPW; r++)
+#pragma unroll
+                        for (uint32_t u = 0; u < DN_MAX_PER_LANE; u++)
+                            if (u < per)
+                                ssm[seq * ssm_seq + ((size_t)h * S + r0 + r) * S + lane + 32 * u] =
+                                    m[r][u];
+                seq = tok_seq[t];
+#pragma unroll
+                for (uint32_t r = 0; r < DN_RPW; r++)
+#pragma unroll
+                    for (uint32_t u = 0; u < DN_MAX_PER_LANE; u++)
+                        m[r][u] = u < per ? ssm[seq * ssm_seq + ((size_t)h * S + r0 + r) * S +
+                                                lane + 32 * u]
+                                          : 0.0f;
             }
-            mk = bg_warp_sum(mk);
-            const float d = (vh[r] - mk) * beta;
-            float mq = 0.0f;
-            for (uint32_t u = 0; u < per; u++) {
-                m[u] += k[u] * d;
-                row[lane + 32 * u] = m[u];
-                mq += m[u] * q[u];
+            const float g = sg[i], beta = sbeta[i];
+            float k[DN_MAX_PER_LANE], q[DN_MAX_PER_LANE], mk[DN_RPW], mq[DN_RPW];
+#pragma unroll
+            for (uint32_t u = 0; u < DN_MAX_PER_LANE; u++) {
+                k[u] = u < per ? sk[i][lane + 32 * u] : 0.0f;
+                q[u] = u < per ? sq[i][lane + 32 * u] : 0.0f;
             }
-            mq = bg_warp_sum(mq);
+#pragma unroll
+            for (uint32_t r = 0; r < DN_RPW; r++) {
+                mk[r] = 0.0f;
+#pragma unroll
+                for (uint32_t u = 0; u < DN_MAX_PER_LANE; u++)
+                    if (u < per) {
+                        m[r][u] *= g;
+                        mk[r] += m[r][u] * k[u];
+                    }
+            }
+#pragma unroll
+            for (uint32_t r = 0; r < DN_RPW; r++)
+                mk[r] = bg_warp_sum(mk[r]);
+#pragma unroll
+            for (uint32_t r = 0; r < DN_RPW; r++) {
+                const float d = (sv[i][w * DN_RPW + r] - mk[r]) * beta;
+                mq[r] = 0.0f;
+#pragma unroll
+                for (uint32_t u = 0; u < DN_MAX_PER_LANE; u++)
+                    if (u < per) {
+                        m[r][u] += k[u] * d;
+                        mq[r] += m[r][u] * q[u];
+                    }
+            }
+#pragma unroll
+            for (uint32_t r = 0; r < DN_RPW; r++)
+                mq[r] = bg_warp_sum(mq[r]);
             if (lane == 0)
-                attn[(size_t)t * a_width + (size_t)h * S + r] = mq * scale;
+#pragma unroll
+                for (uint32_t r = 0; r < DN_RPW; r++)
+                    attn[(size_t)t * a_width + (size_t)h * S + r0 + r] = mq[r] * scale;
         }
-        __syncwarp();
     }
+    if (seq != UINT32_MAX)
+#pragma unroll
+        for (uint32_t r = 0; r < DN_RPW; r++)
+#pragma unroll
+            for (uint32_t u = 0; u < DN_MAX_PER_LANE; u++)
+                if (u < per)
+                    ssm[seq * ssm_seq + ((size_t)h * S + r0 + r) * S + lane + 32 * u] = m[r][u];
 }
 
 // The gated norm per value head: rmsnorm(o) * w * silu(z), one warp each.
@@ -465,6 +544,9 @@ __global__ void k_dn_norm(float *attn, size_t a_width, const float *z, const flo
         o[j] = ((o[j] * scale) * w[j]) * bg_silu(zz[j]);
 }
 
+// Three launches: convolution with the q/k norms, the state (with the
+// gates), the gated output norm. The state's rows spread over S / DN_ROWS
+// blocks per head, so a decode step has Hv * S / 16 blocks at work.
 extern "C" int bg_cuda_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float *d_qkv,
                                 const float *d_z, float *d_heads, const float *d_dt,
                                 const float *d_a, const float *d_conv_w, const float *d_norm_w,
@@ -472,29 +554,26 @@ extern "C" int bg_cuda_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float 
                                 const uint32_t *d_tok_seq)
 {
     const uint32_t S = a->state, Hk = a->n_k_heads, Hv = a->n_v_heads, n = a->n_tok;
-    if (S % 32 || S > 32 * DN_MAX_PER_LANE || !Hk || Hv % Hk || a->conv_kernel < 1) {
-        snprintf(g->err, sizeof g->err, "DeltaNet: state size %u not handled", S);
+    if (S % 32 || S > 32 * DN_MAX_PER_LANE || !Hk || Hv % Hk) {
+        snprintf(g->err, sizeof g->err, "DeltaNet: state size %u with %u/%u heads not handled",
+                 S, Hk, Hv);
+        return -1;
+    }
+    if (a->conv_kernel < 1 || a->conv_kernel > DN_MAX_CONV) {
+        snprintf(g->err, sizeof g->err, "DeltaNet: convolution width %u not handled (1..%d)",
+                 a->conv_kernel, DN_MAX_CONV);
         return -1;
     }
     if (!n)
         return 0;
-    const uint32_t conv_dim = 2 * S * Hk + S * Hv;
-    BG_LAUNCH((Hv * n + 255) / 256, 256, 0, g->stream, k_dn_gates)(d_heads, d_dt, d_a, Hv, n);
-    if (bg_cuda_launched(g, "DeltaNet gates"))
-        return -1;
-    BG_LAUNCH((conv_dim + 127) / 128, 128, 0, g->stream, k_dn_conv)(
-        d_qkv, a->q_width, d_conv_w, d_conv, a->conv_seq_floats, d_tok_seq, conv_dim,
-        a->conv_kernel, n);
+    BG_LAUNCH(2 * Hk + Hv, S, 0, g->stream, k_dn_conv_l2)(d_qkv, a->q_width, d_conv_w, d_conv,
+                                                        a->conv_seq_floats, d_tok_seq, S,
+                                                        2 * Hk, a->conv_kernel, a->eps, n);
     if (bg_cuda_launched(g, "DeltaNet convolution"))
         return -1;
-    const uint32_t l2_warps = 2 * Hk * n;
-    BG_LAUNCH((l2_warps * 32 + 127) / 128, 128, 0, g->stream, k_dn_l2)(d_qkv, a->q_width, S, 2 * Hk,
-                                                                a->eps, n);
-    if (bg_cuda_launched(g, "DeltaNet l2 norm"))
-        return -1;
-    BG_LAUNCH(Hv, DN_WARPS * 32, 0, g->stream, k_dn_recur)(d_qkv, a->q_width, d_heads, d_ssm,
-                                                    a->ssm_seq_floats, d_attn, a->a_width,
-                                                    d_tok_seq, S, Hk, Hv, n);
+    BG_LAUNCH(dim3(Hv, S / DN_ROWS), DN_WARPS * 32, 0, g->stream, k_dn_recur)(
+        d_qkv, a->q_width, d_heads, d_dt, d_a, d_ssm, a->ssm_seq_floats, d_attn, a->a_width,
+        d_tok_seq, S, Hk, Hv, n);
     if (bg_cuda_launched(g, "DeltaNet state"))
         return -1;
     BG_LAUNCH((Hv * n * 32 + 127) / 128, 128, 0, g->stream, k_dn_norm)(d_attn, a->a_width, d_z,
