@@ -114,8 +114,6 @@ typedef struct bg_gpu_api {
     /* y = x / sqrt(mean(x^2) + eps) * w (w may be NULL), rows of n. */
     int (*rmsnorm)(bg_gpu *g, float *d_y, size_t y_stride, const float *d_x, size_t x_stride,
                    const float *d_w, uint32_t n, uint32_t n_rows, float eps);
-    /* x[i] += y[i] */
-    int (*add)(bg_gpu *g, float *d_x, const float *d_y, uint64_t n);
     /* A residual and the next norm in one pass over rows of n: x += y,
      * then xn = rmsnorm(x) * w (contiguous rows). */
     int (*add_rmsnorm)(bg_gpu *g, float *d_x, const float *d_y, float *d_xn, const float *d_w,
@@ -143,16 +141,20 @@ typedef struct bg_gpu_api {
      * grouped by expert on the device (d_groups: BG_GPU_MOE_GROUP_INTS
      * int32s), each expert's rows read once per group of tokens, gate and
      * up fused with SiLU into d_h ([slot][n_ff]), down into d_slot_out
-     * ([slot][n_embd]), then weighted and summed in rank order into d_out
-     * (overwritten). The shared expert is added by the caller. */
+     * ([slot][n_embd]); expert_sum weighs and adds them. */
     int (*moe)(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_xn, const void *d_gate,
                const void *d_up, const void *d_down, const int32_t *d_chosen,
-               const float *d_chosen_w, int32_t *d_groups, float *d_h, float *d_slot_out,
-               float *d_out);
-    /* out[t] += sigmoid(w . xn[t]) * y[t] (the shared expert's gate),
-     * and h = silu(g) * u for the shared expert's hidden rows. */
-    int (*shared_gate)(bg_gpu *g, float *d_out, const float *d_y, const float *d_xn,
-                       const float *d_w, uint32_t n_embd, uint32_t n_tok);
+               int32_t *d_groups, float *d_h, float *d_slot_out);
+    /* The end of a feed-forward half, per token t (rows of n): o = the sum
+     * over ranks k of w[t][k] * slot[t][k], in rank order (n_used rows per
+     * token; d_w NULL: one row, weight 1), plus sigmoid(shared_w . xn[t]) *
+     * shared[t] when d_shared is set (the shared expert, gated); then
+     * x[t] += o and, when d_norm_w is set, xn[t] = rmsnorm(x[t]) * norm_w
+     * (the next half-layer's input). One pass instead of four. */
+    int (*expert_sum)(bg_gpu *g, float *d_x, float *d_xn, const float *d_slot, const float *d_w,
+                      uint32_t n_used, const float *d_shared, const float *d_shared_w,
+                      const float *d_norm_w, uint32_t n, uint32_t n_tok, float eps);
+    /* h = silu(g) * u, rows of n at stride. */
     int (*silu_mul)(bg_gpu *g, float *d_g, const float *d_u, uint32_t n, size_t stride,
                     uint32_t n_tok);
 

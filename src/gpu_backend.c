@@ -346,7 +346,7 @@ static int route(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
                                bufv(gs, BG_BUF_CHOSEN), buf(gs, BG_BUF_CHOSEN_W));
 }
 
-/* out = the routed experts' weighted sum, for route's choice. */
+/* slot_out = each chosen expert's output, for route's choice. */
 static int routed_experts(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
 {
     const bg_hparams *hp = s->hp;
@@ -367,12 +367,11 @@ static int routed_experts(bg_gpu_session *gs, const brigade_session *s, uint32_t
      * expert (the planner sizes both for it) */
     return gs->api->moe(gs->g, &a, buf(gs, BG_BUF_XN), weight(gs, il, BG_ROLE_FFN_GATE_EXPS),
                         weight(gs, il, BG_ROLE_FFN_UP_EXPS), weight(gs, il, BG_ROLE_FFN_DOWN_EXPS),
-                        bufv(gs, BG_BUF_CHOSEN), buf(gs, BG_BUF_CHOSEN_W),
-                        bufv(gs, BG_BUF_MEMBERS), buf(gs, BG_BUF_GX), buf(gs, BG_BUF_SLOT_OUT),
-                        buf(gs, BG_BUF_OUT));
+                        bufv(gs, BG_BUF_CHOSEN), bufv(gs, BG_BUF_MEMBERS), buf(gs, BG_BUF_GX),
+                        buf(gs, BG_BUF_SLOT_OUT));
 }
 
-/* out += the shared expert, gated, where the layer has one. */
+/* gy = the shared expert's output, ungated, where the layer has one. */
 static int shared_expert(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
 {
     const bg_hparams *hp = s->hp;
@@ -381,7 +380,6 @@ static int shared_expert(bg_gpu_session *gs, const brigade_session *s, uint32_t 
         return 0;
     const size_t E = hp->n_embd, w = s->ff_width;
     float *xn = buf(gs, BG_BUF_XN), *fg = buf(gs, BG_BUF_FF_GATE), *fu = buf(gs, BG_BUF_FF_UP);
-    float *gy = buf(gs, BG_BUF_GY);
     const brigade_tensor_info *tg = L->t[BG_ROLE_FFN_GATE_SHEXP], *tu = L->t[BG_ROLE_FFN_UP_SHEXP];
     int rc;
     if (tg->type == tu->type && tg->ne[0] == tu->ne[0] && tg->ne[1] == tu->ne[1]) {
@@ -393,18 +391,7 @@ static int shared_expert(bg_gpu_session *gs, const brigade_session *s, uint32_t 
         rc = rc ? rc : PROJECT(BG_ROLE_FFN_UP_SHEXP, xn, E, fu, w);
         rc = rc ? rc : gs->api->silu_mul(gs->g, fg, fu, hp->n_ff_shexp, w, s->n_tok);
     }
-    rc = rc ? rc : PROJECT(BG_ROLE_FFN_DOWN_SHEXP, fg, w, gy, E);
-    return rc ? rc
-              : gs->api->shared_gate(gs->g, buf(gs, BG_BUF_OUT), gy, xn,
-                                     weight(gs, il, BG_ROLE_FFN_GATE_INP_SHEXP), hp->n_embd,
-                                     s->n_tok);
-}
-
-static int moe(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
-{
-    int rc = route(gs, s, il);
-    rc = rc ? rc : routed_experts(gs, s, il);
-    return rc ? rc : shared_expert(gs, s, il);
+    return rc ? rc : PROJECT(BG_ROLE_FFN_DOWN_SHEXP, fg, w, buf(gs, BG_BUF_GY), E);
 }
 
 static int norm(bg_gpu_session *gs, const brigade_session *s, uint32_t il, int role)
@@ -422,27 +409,46 @@ static int norm_role(const bg_hparams *hp, bool ffn)
     return hp->arch == BG_ARCH_QWEN35MOE ? BG_ROLE_POST_NORM : BG_ROLE_FFN_NORM;
 }
 
-/* The residual x += out, with the norm of the half-layer that follows
- * (layer il's mixer or experts) in the same pass; after the last layer,
- * the residual alone. */
-static int residual_then_norm(bg_gpu_session *gs, const brigade_session *s, uint32_t il,
-                              bool ffn)
+/* The residual x += out after layer il's mixer, with the norm of its
+ * experts in the same pass. */
+static int mixer_end(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
 {
     const bg_hparams *hp = s->hp;
-    if (il >= hp->n_layers)
-        return gs->api->add(gs->g, buf(gs, BG_BUF_X), buf(gs, BG_BUF_OUT),
-                            (uint64_t)s->n_tok * hp->n_embd);
     return gs->api->add_rmsnorm(gs->g, buf(gs, BG_BUF_X), buf(gs, BG_BUF_OUT),
-                                buf(gs, BG_BUF_XN), weight(gs, il, norm_role(hp, ffn)),
+                                buf(gs, BG_BUF_XN), weight(gs, il, norm_role(hp, true)),
                                 hp->n_embd, s->n_tok, hp->rms_eps);
+}
+
+/* The end of layer il's feed-forward half in one pass: the routed rows in
+ * slot_out (n_used per token weighed by the routing; w NULL: one row, the
+ * sum), plus the gated shared expert, into the residual, then the next
+ * layer's mixer norm (none after the last layer). */
+static int ffn_end(bg_gpu_session *gs, const brigade_session *s, uint32_t il, const float *w,
+                   uint32_t n_used)
+{
+    const bg_hparams *hp = s->hp;
+    const bool shared = s->model->layers[il].t[BG_ROLE_FFN_UP_SHEXP] != NULL;
+    const float *norm_w = il + 1 < hp->n_layers ? weight(gs, il + 1, norm_role(hp, false)) : NULL;
+    return gs->api->expert_sum(gs->g, buf(gs, BG_BUF_X), buf(gs, BG_BUF_XN),
+                               buf(gs, BG_BUF_SLOT_OUT), w, n_used,
+                               shared ? buf(gs, BG_BUF_GY) : NULL,
+                               shared ? weight(gs, il, BG_ROLE_FFN_GATE_INP_SHEXP) : NULL,
+                               norm_w, hp->n_embd, s->n_tok, hp->rms_eps);
+}
+
+static int moe(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
+{
+    int rc = route(gs, s, il);
+    rc = rc ? rc : routed_experts(gs, s, il);
+    rc = rc ? rc : shared_expert(gs, s, il);
+    return rc ? rc : ffn_end(gs, s, il, buf(gs, BG_BUF_CHOSEN_W), s->hp->n_expert_used);
 }
 
 /* Layer il's feed-forward half with its routed experts in host memory.
  * The device routes; the CPU receives the normed hidden state and the
  * choice, and runs the chosen experts while the device runs the shared
  * expert; the CPU's sum goes back and joins it. Per token one row (and the
- * k choices) goes down and one row comes up; x stays on the device. The
- * sum is out = routed + shared, as the CPU's (addition commutes). */
+ * k choices) goes down and one row comes up; x stays on the device. */
 static int cpu_experts(bg_gpu_session *gs, brigade_session *s, uint32_t il)
 {
     const bg_hparams *hp = s->hp;
@@ -454,20 +460,13 @@ static int cpu_experts(bg_gpu_session *gs, brigade_session *s, uint32_t il)
     rc = rc ? rc : api->download(gs->g, s->xn, buf(gs, BG_BUF_XN), rows);
     rc = rc ? rc : api->download(gs->g, s->chosen, bufv(gs, BG_BUF_CHOSEN), slots * sizeof(int32_t));
     rc = rc ? rc : api->download(gs->g, s->chosen_w, buf(gs, BG_BUF_CHOSEN_W), slots * sizeof(float));
+    /* enqueued, so the device computes it while the CPU works below */
+    rc = rc ? rc : shared_expert(gs, s, il);
     if (rc)
         return rc;
-    const bool shared = s->model->layers[il].t[BG_ROLE_FFN_UP_SHEXP] != NULL;
-    if (shared) {
-        /* enqueued, so the device computes it while the CPU works below */
-        rc = api->zero(gs->g, buf(gs, BG_BUF_OUT), rows);
-        rc = rc ? rc : shared_expert(gs, s, il);
-    }
     bg_block_moe_routed(s, il);
-    float *routed = buf(gs, shared ? BG_BUF_SLOT_OUT : BG_BUF_OUT);
-    rc = rc ? rc : api->upload(gs->g, routed, s->out, rows);
-    if (shared)
-        rc = rc ? rc : api->add(gs->g, buf(gs, BG_BUF_OUT), routed, rows / sizeof(float));
-    return rc ? rc : residual_then_norm(gs, s, il + 1, false);
+    rc = api->upload(gs->g, buf(gs, BG_BUF_SLOT_OUT), s->out, rows);
+    return rc ? rc : ffn_end(gs, s, il, NULL, 1);
 }
 
 /* Enqueues layer il's device work: the mixer, and the experts too when
@@ -482,11 +481,9 @@ static int enqueue_layer(bg_gpu_session *gs, const brigade_session *s, uint32_t 
     if (!rc)
         rc = q35 && bg_hparams_is_recurrent(hp, il) ? deltanet(gs, s, il)
                                                     : attention(gs, s, il, q35);
-    rc = rc ? rc : residual_then_norm(gs, s, il, true);
-    if (!rc && bg_gpu_experts_on(&gs->split, il)) {
+    rc = rc ? rc : mixer_end(gs, s, il);
+    if (!rc && bg_gpu_experts_on(&gs->split, il))
         rc = moe(gs, s, il);
-        rc = rc ? rc : residual_then_norm(gs, s, il + 1, false);
-    }
     return rc;
 }
 

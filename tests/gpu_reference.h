@@ -164,19 +164,33 @@ static int m_add_rmsnorm(bg_gpu *g, float *x, const float *y, float *xn, const f
     return m_rmsnorm(g, xn, n, x, n, w, n, rows, eps);
 }
 
-static int m_shared_gate(bg_gpu *g, float *out, const float *y, const float *xn, const float *w,
-                         uint32_t n, uint32_t n_tok)
+static int m_expert_sum(bg_gpu *g, float *x, float *xn, const float *slot, const float *w,
+                        uint32_t K, const float *shared, const float *shared_w,
+                        const float *norm_w, uint32_t n, uint32_t n_tok, float eps)
 {
     (void)g;
+    float *o = malloc(n * sizeof *o);
+    if (!o)
+        return -1;
     for (uint32_t t = 0; t < n_tok; t++) {
-        float s = 0;
+        for (uint32_t j = 0; j < n; j++) {
+            o[j] = 0;
+            for (uint32_t k = 0; k < (w ? K : 1); k++)
+                o[j] += (w ? w[t * K + k] : 1.0f) * slot[((size_t)t * (w ? K : 1) + k) * n + j];
+        }
+        if (shared) {
+            float s = 0;
+            for (uint32_t j = 0; j < n; j++)
+                s += shared_w[j] * xn[t * n + j];
+            s = bg_sigmoid(s);
+            for (uint32_t j = 0; j < n; j++)
+                o[j] += s * shared[t * n + j];
+        }
         for (uint32_t j = 0; j < n; j++)
-            s += w[j] * xn[t * n + j];
-        s = bg_sigmoid(s);
-        for (uint32_t j = 0; j < n; j++)
-            out[t * n + j] += s * y[t * n + j];
+            x[t * n + j] += o[j];
     }
-    return 0;
+    free(o);
+    return norm_w ? m_rmsnorm(g, xn, n, x, n, norm_w, n, n_tok, eps) : 0;
 }
 
 static uint64_t head_bytes(uint32_t type, uint32_t D)
@@ -359,8 +373,8 @@ static int m_route(bg_gpu *g, float *router, uint32_t n_tok, uint32_t n_expert, 
 /* Slot by slot (the CUDA kernels group the slots by expert; a slot's
  * result does not depend on its group). groups is left alone. */
 static int m_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *xn, const void *wg,
-                 const void *wu, const void *wd, const int32_t *chosen, const float *chosen_w,
-                 int32_t *groups, float *h, float *slot_out, float *out)
+                 const void *wu, const void *wd, const int32_t *chosen, int32_t *groups,
+                 float *h, float *slot_out)
 {
     (void)groups;
     const uint32_t K = a->n_used, E = a->n_embd, F = a->n_ff;
@@ -375,13 +389,6 @@ static int m_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *xn, const voi
     for (uint32_t s = 0; s < a->n_tok * K; s++)
         m_matmul(g, a->type_down, (const uint8_t *)wd + (uint32_t)chosen[s] * a->down_expert_bytes,
                  F, E, h + s * F, F, slot_out + s * E, E, 1);
-    for (uint32_t t = 0; t < a->n_tok; t++)
-        for (uint32_t j = 0; j < E; j++) {
-            float o = 0;
-            for (uint32_t k = 0; k < K; k++)
-                o += chosen_w[t * K + k] * slot_out[(t * K + k) * E + j];
-            out[t * E + j] = o;
-        }
     return 0;
 }
 
@@ -396,9 +403,9 @@ static int m_graph_end(bg_gpu *g, uint64_t key) { return (void)g, (void)key, 0; 
 static const bg_gpu_api mock = {
     m_init,   m_destroy,   m_error,    m_mem,    m_alloc,       m_copy,        m_copy,
     m_zero,   m_set_scratch, m_sync,   m_supports, m_matmul, m_matmul_multi, m_matmul_swiglu,
-    m_rmsnorm, m_add,
+    m_rmsnorm,
     m_add_rmsnorm, m_attention,
-    m_deltanet, m_route,   m_moe,      m_shared_gate, m_silu_mul, m_graph_begin, m_graph_end,
+    m_deltanet, m_route,   m_moe,      m_expert_sum, m_silu_mul, m_graph_begin, m_graph_end,
 };
 
 #endif

@@ -30,7 +30,7 @@
  * value, say), the replayed steps would compute something else than the
  * CPU and the logits would differ. Copies in or out of the device while
  * capturing are errors, as they would break a real capture. */
-enum { OP_MATMUL, OP_RMSNORM, OP_ADD, OP_SILU_MUL, OP_SHARED_GATE, OP_ATTN, OP_DN, OP_ROUTE,
+enum { OP_MATMUL, OP_RMSNORM, OP_SILU_MUL, OP_EXPERT_SUM, OP_ATTN, OP_DN, OP_ROUTE,
        OP_MOE, OP_MATMUL_SWIGLU, OP_ADD_RMSNORM, OP_MATMUL_MULTI };
 typedef struct rec {
     int op;
@@ -105,12 +105,6 @@ static int g_add_rmsnorm(bg_gpu *g, float *x, const float *y, float *xn, const f
     return record(&(rec){.op = OP_ADD_RMSNORM, .n = n, .rows = rows, .eps = eps,
                          .p = {x, (void *)y, xn, (void *)w}});
 }
-static int g_add(bg_gpu *g, float *x, const float *y, uint64_t n)
-{
-    if (capturing < 0)
-        return m_add(g, x, y, n);
-    return record(&(rec){.op = OP_ADD, .len = n, .p = {x, (void *)y}});
-}
 static int g_silu_mul(bg_gpu *g, float *gate, const float *up, uint32_t n, size_t stride,
                       uint32_t rows)
 {
@@ -119,13 +113,15 @@ static int g_silu_mul(bg_gpu *g, float *gate, const float *up, uint32_t n, size_
     return record(&(rec){.op = OP_SILU_MUL, .n = n, .s1 = stride, .rows = rows,
                          .p = {gate, (void *)up}});
 }
-static int g_shared_gate(bg_gpu *g, float *out, const float *y, const float *xn, const float *w,
-                         uint32_t n, uint32_t n_tok)
+static int g_expert_sum(bg_gpu *g, float *x, float *xn, const float *slot, const float *w,
+                        uint32_t k, const float *shared, const float *shared_w,
+                        const float *norm_w, uint32_t n, uint32_t n_tok, float eps)
 {
     if (capturing < 0)
-        return m_shared_gate(g, out, y, xn, w, n, n_tok);
-    return record(&(rec){.op = OP_SHARED_GATE, .n = n, .rows = n_tok,
-                         .p = {out, (void *)y, (void *)xn, (void *)w}});
+        return m_expert_sum(g, x, xn, slot, w, k, shared, shared_w, norm_w, n, n_tok, eps);
+    return record(&(rec){.op = OP_EXPERT_SUM, .n = n, .rows = n_tok, .len = k, .eps = eps,
+                         .p = {x, xn, (void *)slot, (void *)w, (void *)shared, (void *)shared_w,
+                               (void *)norm_w}});
 }
 static int g_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *q, float *kv, float *gate,
                        float *attn, const float *qn, const float *kn, uint8_t *kc, uint8_t *vc,
@@ -156,14 +152,14 @@ static int g_route(bg_gpu *g, float *router, uint32_t n_tok, uint32_t n_expert, 
                          .p = {router, chosen, cw}});
 }
 static int g_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *xn, const void *wg,
-                 const void *wu, const void *wd, const int32_t *chosen, const float *cw,
-                 int32_t *groups, float *h, float *so, float *out)
+                 const void *wu, const void *wd, const int32_t *chosen, int32_t *groups,
+                 float *h, float *so)
 {
     if (capturing < 0)
-        return m_moe(g, a, xn, wg, wu, wd, chosen, cw, groups, h, so, out);
+        return m_moe(g, a, xn, wg, wu, wd, chosen, groups, h, so);
     return record(&(rec){.op = OP_MOE, .moe = *a,
                          .p = {(void *)xn, (void *)wg, (void *)wu, (void *)wd, (void *)chosen,
-                               (void *)cw, groups, h, so, out}});
+                               groups, h, so}});
 }
 
 static void run_recs(bg_gpu *g, int k)
@@ -176,9 +172,11 @@ static void run_recs(bg_gpu *g, int k)
             m_matmul(g, r->type, p[0], r->n_in, r->n_out, p[1], r->s1, p[2], r->s2, r->n);
             break;
         case OP_RMSNORM: m_rmsnorm(g, p[0], r->s1, p[1], r->s2, p[2], r->n, r->rows, r->eps); break;
-        case OP_ADD: m_add(g, p[0], p[1], r->len); break;
         case OP_SILU_MUL: m_silu_mul(g, p[0], p[1], r->n, r->s1, r->rows); break;
-        case OP_SHARED_GATE: m_shared_gate(g, p[0], p[1], p[2], p[3], r->n, r->rows); break;
+        case OP_EXPERT_SUM:
+            m_expert_sum(g, p[0], p[1], p[2], p[3], (uint32_t)r->len, p[4], p[5], p[6], r->n,
+                         r->rows, r->eps);
+            break;
         case OP_ATTN:
             m_attention(g, &r->attn, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9]);
             break;
@@ -196,7 +194,7 @@ static void run_recs(bg_gpu *g, int k)
             m_route(g, p[0], r->n, (uint32_t)r->n_in, (uint32_t)r->n_out, p[1], p[2]);
             break;
         case OP_MOE:
-            m_moe(g, &r->moe, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9]);
+            m_moe(g, &r->moe, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]);
             break;
         }
     }
@@ -255,8 +253,8 @@ static int g_end(bg_gpu *g, uint64_t key)
 static const bg_gpu_api mock_graphs = {
     g_init,   m_destroy,  m_error,       m_mem,      m_alloc,    g_copy,        g_copy,
     g_zero,   m_set_scratch, m_sync,  m_supports,    g_matmul,   g_matmul_multi, g_matmul_swiglu,
-    g_rmsnorm, g_add,
-    g_add_rmsnorm, g_attention, g_deltanet, g_route, g_moe, g_shared_gate, g_silu_mul,
+    g_rmsnorm,
+    g_add_rmsnorm, g_attention, g_deltanet, g_route, g_moe, g_expert_sum, g_silu_mul,
     g_begin,  g_end,
 };
 

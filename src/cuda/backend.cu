@@ -191,21 +191,6 @@ static int gpu_rmsnorm(bg_gpu *g, float *d_y, size_t y_stride, const float *d_x,
     return bg_cuda_launched(g, "rmsnorm");
 }
 
-__global__ void k_add(float *x, const float *y, uint64_t n)
-{
-    const uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n)
-        x[i] = __fadd_rn(x[i], y[i]);
-}
-
-static int gpu_add(bg_gpu *g, float *d_x, const float *d_y, uint64_t n)
-{
-    if (!n)
-        return 0;
-    BG_LAUNCH((unsigned)((n + 255) / 256), 256, 0, g->stream, k_add)(d_x, d_y, n);
-    return bg_cuda_launched(g, "add");
-}
-
 __global__ void k_silu_mul(float *gate, const float *up, uint32_t n, size_t stride,
                            uint32_t n_rows)
 {
@@ -226,40 +211,63 @@ extern "C" int bg_cuda_silu_mul(bg_gpu *g, float *d_g, const float *d_u, uint32_
     return bg_cuda_launched(g, "silu");
 }
 
-// out[t] += sigmoid(w . xn[t]) * y[t]: one block per token, the dot
+// expert_sum (gpu.h), one block per token. The shared gate's dot is
 // summed by the block's threads (rounding as any float order: the CPU's is
-// ggml's vec_dot_f32).
-__global__ void k_shared_gate(float *out, const float *y, const float *xn, const float *w,
-                              uint32_t n)
+// ggml's vec_dot_f32); the sums in rank order, each add rounded as the
+// CPU rounds it. The dot reads all of xn before the barrier that precedes
+// the norm's writes to it.
+__global__ void k_expert_sum(float *x, float *xn, const float *slot, const float *w,
+                             uint32_t n_used, const float *shared, const float *shared_w,
+                             const float *norm_w, uint32_t n, float eps)
 {
     __shared__ float red[32];
     __shared__ float gate;
     const size_t off = (size_t)blockIdx.x * n;
-    float s = 0.0f;
-    for (uint32_t j = threadIdx.x; j < n; j += blockDim.x)
-        s += w[j] * xn[off + j];
-    s = bg_warp_sum(s);
-    if (threadIdx.x % 32 == 0)
-        red[threadIdx.x / 32] = s;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float total = 0.0f;
-        for (unsigned k = 0; k < blockDim.x / 32; k++)
-            total += red[k];
-        gate = bg_sigmoid(total);
+    if (shared) {
+        float s = 0.0f;
+        for (uint32_t j = threadIdx.x; j < n; j += blockDim.x)
+            s += shared_w[j] * xn[off + j];
+        s = bg_warp_sum(s);
+        if (threadIdx.x % 32 == 0)
+            red[threadIdx.x / 32] = s;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float total = 0.0f;
+            for (unsigned k = 0; k < blockDim.x / 32; k++)
+                total += red[k];
+            gate = bg_sigmoid(total);
+        }
+        __syncthreads();
     }
-    __syncthreads();
-    for (uint32_t j = threadIdx.x; j < n; j += blockDim.x)
-        out[off + j] = __fadd_rn(out[off + j], __fmul_rn(gate, y[off + j]));
+    const float *ws = w ? w + (size_t)blockIdx.x * n_used : NULL;
+    const float *sr = slot + (size_t)blockIdx.x * (w ? n_used : 1) * n;
+    for (uint32_t j = threadIdx.x; j < n; j += blockDim.x) {
+        float o;
+        if (ws) {
+            o = 0.0f;
+            for (uint32_t k = 0; k < n_used; k++)
+                o = __fadd_rn(o, __fmul_rn(ws[k], sr[(size_t)k * n + j]));
+        } else {
+            o = sr[j];
+        }
+        if (shared)
+            o = __fadd_rn(o, __fmul_rn(gate, shared[off + j]));
+        x[off + j] = __fadd_rn(x[off + j], o);
+    }
+    if (norm_w)
+        bg_block_rmsnorm(xn + off, x + off, norm_w, n, eps);
 }
 
-static int gpu_shared_gate(bg_gpu *g, float *d_out, const float *d_y, const float *d_xn,
-                           const float *d_w, uint32_t n_embd, uint32_t n_tok)
+static int gpu_expert_sum(bg_gpu *g, float *d_x, float *d_xn, const float *d_slot,
+                          const float *d_w, uint32_t n_used, const float *d_shared,
+                          const float *d_shared_w, const float *d_norm_w, uint32_t n,
+                          uint32_t n_tok, float eps)
 {
     if (!n_tok)
         return 0;
-    BG_LAUNCH(n_tok, 256, 0, g->stream, k_shared_gate)(d_out, d_y, d_xn, d_w, n_embd);
-    return bg_cuda_launched(g, "shared expert gate");
+    BG_LAUNCH(n_tok, 256, 0, g->stream, k_expert_sum)(d_x, d_xn, d_slot, d_w, n_used, d_shared,
+                                                      d_shared_w, d_norm_w, n, eps);
+    return bg_cuda_launched(g, "expert sum");
 }
 
 // --------------------------------------------------------------- graphs
@@ -311,10 +319,10 @@ static const bg_gpu_api api = {
     gpu_init,        gpu_destroy,      gpu_error,        gpu_mem_info,   gpu_alloc,
     gpu_upload,      gpu_download,     gpu_zero,         gpu_set_scratch, gpu_sync,
     gpu_supports,
-    bg_cuda_matmul,  bg_cuda_matmul_multi, bg_cuda_matmul_swiglu, gpu_rmsnorm, gpu_add,
+    bg_cuda_matmul,  bg_cuda_matmul_multi, bg_cuda_matmul_swiglu, gpu_rmsnorm,
     gpu_add_rmsnorm,
     bg_cuda_attention,
-    bg_cuda_deltanet, bg_cuda_route,   bg_cuda_moe,      gpu_shared_gate,  bg_cuda_silu_mul,
+    bg_cuda_deltanet, bg_cuda_route,   bg_cuda_moe,      gpu_expert_sum,  bg_cuda_silu_mul,
     gpu_graph_begin, gpu_graph_end,
 };
 

@@ -1,6 +1,7 @@
 // Dequantizing matrix-vector products for every weight format, and the
-// fused mixture of experts: routing (softmax, top-k), the chosen experts'
-// gate/up/down rows and the weighted sum, all on the device.
+// fused mixture of experts: routing (softmax, top-k) and the chosen
+// experts' gate/up/down rows, all on the device (backend.cu's expert_sum
+// weighs and adds them).
 //
 // Decode is memory-bound: each warp streams one weight row once per group
 // of up to MM_TOK tokens, dequantizing 32 values at a time in registers.
@@ -770,24 +771,10 @@ static int expert_group(bg_gpu *g, int nr, uint32_t type, const void *w0, const 
     return bg_cuda_launched(g, "experts");
 }
 
-// out[t] = sum over ranks k of w[t][k] * y[t][k], in rank order.
-__global__ void k_combine(float *out, const float *slot_out, const float *w, uint32_t n_embd,
-                          uint32_t k_used, uint32_t n_tok)
-{
-    const uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (uint64_t)n_embd * n_tok)
-        return;
-    const uint64_t t = i / n_embd, j = i % n_embd;
-    float o = 0.0f;
-    for (uint32_t k = 0; k < k_used; k++)
-        o = __fadd_rn(o, __fmul_rn(w[t * k_used + k], slot_out[(t * k_used + k) * n_embd + j]));
-    out[i] = o;
-}
-
 extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_xn,
                            const void *d_gate, const void *d_up, const void *d_down,
-                           const int32_t *d_chosen, const float *d_chosen_w, int32_t *d_groups,
-                           float *d_h, float *d_slot_out, float *d_out)
+                           const int32_t *d_chosen, int32_t *d_groups, float *d_h,
+                           float *d_slot_out)
 {
     const uint32_t slots = a->n_tok * a->n_used;
     if (!slots)
@@ -821,8 +808,5 @@ extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_x
     if (expert_group(g, 1, a->type_down, d_down, NULL, a->down_expert_bytes, a->n_ff, a->n_embd,
                      d_groups, a->n_expert, slots, d_h, a->n_ff, slots, 1, d_slot_out, a->n_embd))
         return -1;
-    const uint64_t n_o = (uint64_t)a->n_tok * a->n_embd;
-    BG_LAUNCH((unsigned)((n_o + 255) / 256), 256, 0, g->stream, k_combine)(d_out, d_slot_out, d_chosen_w,
-                                                                    a->n_embd, a->n_used, a->n_tok);
-    return bg_cuda_launched(g, "expert sum");
+    return 0;
 }
