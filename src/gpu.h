@@ -134,17 +134,18 @@ typedef struct bg_gpu_api {
      * left as scratch), the n_used most probable experts kept (the earlier
      * expert wins a tie) and their probabilities renormalized (sum in
      * double, kept off zero as blocks.c does): d_chosen[t][k] and
-     * d_chosen_w[t][k] in rank order. */
+     * d_chosen_w[t][k] in rank order; then, unless d_groups is NULL, the
+     * (token, rank) slots grouped by expert for moe (BG_GPU_MOE_GROUP_INTS
+     * int32s: offsets, the experts chosen, the slots sorted by expert). */
     int (*route)(bg_gpu *g, float *d_router, uint32_t n_tok, uint32_t n_expert, uint32_t n_used,
-                 int32_t *d_chosen, float *d_chosen_w);
-    /* The routed experts for route's choice: the (token, rank) slots are
-     * grouped by expert on the device (d_groups: BG_GPU_MOE_GROUP_INTS
-     * int32s), each expert's rows read once per group of tokens, gate and
-     * up fused with SiLU into d_h ([slot][n_ff]), down into d_slot_out
+                 int32_t *d_chosen, float *d_chosen_w, int32_t *d_groups);
+    /* The routed experts for route's choice, over route's grouping
+     * (d_groups): each expert's rows read once per group of tokens, gate
+     * and up fused with SiLU into d_h ([slot][n_ff]), down into d_slot_out
      * ([slot][n_embd]); expert_sum weighs and adds them. */
     int (*moe)(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_xn, const void *d_gate,
-               const void *d_up, const void *d_down, const int32_t *d_chosen,
-               int32_t *d_groups, float *d_h, float *d_slot_out);
+               const void *d_up, const void *d_down, const int32_t *d_groups, float *d_h,
+               float *d_slot_out);
     /* The end of a feed-forward half, per token t (rows of n): o = the sum
      * over ranks k of w[t][k] * slot[t][k], in rank order (n_used rows per
      * token; d_w NULL: one row, weight 1), plus sigmoid(shared_w . xn[t]) *

@@ -334,8 +334,9 @@ static int deltanet(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
     return rc ? rc : PROJECT(BG_ROLE_SSM_OUT, attn, s->a_width, buf(gs, BG_BUF_OUT), E);
 }
 
-/* Router logits and each token's choice of experts, on the device. */
-static int route(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
+/* Router logits and each token's choice of experts, on the device, with
+ * the slots grouped by expert for the device's experts (grouped true). */
+static int route(bg_gpu_session *gs, const brigade_session *s, uint32_t il, bool grouped)
 {
     const bg_hparams *hp = s->hp;
     const bg_layer *L = &s->model->layers[il];
@@ -343,7 +344,8 @@ static int route(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
     int rc = PROJECT(BG_ROLE_FFN_GATE_INP, buf(gs, BG_BUF_XN), hp->n_embd, router, hp->n_expert);
     return rc ? rc
               : gs->api->route(gs->g, router, s->n_tok, hp->n_expert, hp->n_expert_used,
-                               bufv(gs, BG_BUF_CHOSEN), buf(gs, BG_BUF_CHOSEN_W));
+                               bufv(gs, BG_BUF_CHOSEN), buf(gs, BG_BUF_CHOSEN_W),
+                               grouped ? bufv(gs, BG_BUF_MEMBERS) : NULL);
 }
 
 /* slot_out = each chosen expert's output, for route's choice. */
@@ -367,8 +369,7 @@ static int routed_experts(bg_gpu_session *gs, const brigade_session *s, uint32_t
      * expert (the planner sizes both for it) */
     return gs->api->moe(gs->g, &a, buf(gs, BG_BUF_XN), weight(gs, il, BG_ROLE_FFN_GATE_EXPS),
                         weight(gs, il, BG_ROLE_FFN_UP_EXPS), weight(gs, il, BG_ROLE_FFN_DOWN_EXPS),
-                        bufv(gs, BG_BUF_CHOSEN), bufv(gs, BG_BUF_MEMBERS), buf(gs, BG_BUF_GX),
-                        buf(gs, BG_BUF_SLOT_OUT));
+                        bufv(gs, BG_BUF_MEMBERS), buf(gs, BG_BUF_GX), buf(gs, BG_BUF_SLOT_OUT));
 }
 
 /* gy = the shared expert's output, ungated, where the layer has one. */
@@ -438,7 +439,7 @@ static int ffn_end(bg_gpu_session *gs, const brigade_session *s, uint32_t il, co
 
 static int moe(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
 {
-    int rc = route(gs, s, il);
+    int rc = route(gs, s, il, true);
     rc = rc ? rc : routed_experts(gs, s, il);
     rc = rc ? rc : shared_expert(gs, s, il);
     return rc ? rc : ffn_end(gs, s, il, buf(gs, BG_BUF_CHOSEN_W), s->hp->n_expert_used);
@@ -455,7 +456,7 @@ static int cpu_experts(bg_gpu_session *gs, brigade_session *s, uint32_t il)
     const bg_gpu_api *api = gs->api;
     const uint64_t rows = (uint64_t)s->n_tok * hp->n_embd * sizeof(float);
     const uint64_t slots = (uint64_t)s->n_tok * hp->n_expert_used;
-    int rc = route(gs, s, il); /* xn: normed by the mixer's residual */
+    int rc = route(gs, s, il, false); /* xn: normed by the mixer's residual */
     /* the first download waits for the routing */
     rc = rc ? rc : api->download(gs->g, s->xn, buf(gs, BG_BUF_XN), rows);
     rc = rc ? rc : api->download(gs->g, s->chosen, bufv(gs, BG_BUF_CHOSEN), slots * sizeof(int32_t));

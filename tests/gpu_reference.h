@@ -343,8 +343,26 @@ static int m_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float *qkv, cons
     return 0;
 }
 
+/* The slots filed by expert in BG_GPU_MOE_GROUP_INTS' layout, each group
+ * in slot order. */
+static void m_group(const int32_t *chosen, uint32_t n_slots, uint32_t n_expert, int32_t *groups)
+{
+    int32_t *offsets = groups, *n_active = groups + n_expert + 1, *active = n_active + 1;
+    int32_t *sorted = active + n_expert, at = 0;
+    *n_active = 0;
+    for (uint32_t e = 0; e < n_expert; e++) {
+        offsets[e] = at;
+        for (uint32_t s = 0; s < n_slots; s++)
+            if (chosen[s] == (int32_t)e)
+                sorted[at++] = (int32_t)s;
+        if (at > offsets[e])
+            active[(*n_active)++] = (int32_t)e;
+    }
+    offsets[n_expert] = at;
+}
+
 static int m_route(bg_gpu *g, float *router, uint32_t n_tok, uint32_t n_expert, uint32_t K,
-                   int32_t *chosen, float *chosen_w)
+                   int32_t *chosen, float *chosen_w, int32_t *groups)
 {
     (void)g;
     for (uint32_t t = 0; t < n_tok; t++) {
@@ -367,28 +385,33 @@ static int m_route(bg_gpu *g, float *router, uint32_t n_tok, uint32_t n_expert, 
         for (uint32_t k = 0; k < K; k++)
             chosen_w[t * K + k] = p[chosen[t * K + k]] / total;
     }
+    if (groups)
+        m_group(chosen, n_tok * K, n_expert, groups);
     return 0;
 }
 
-/* Slot by slot (the CUDA kernels group the slots by expert; a slot's
- * result does not depend on its group). groups is left alone. */
+/* Expert by expert over route's grouping, each slot on its own. */
 static int m_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *xn, const void *wg,
-                 const void *wu, const void *wd, const int32_t *chosen, int32_t *groups,
-                 float *h, float *slot_out)
+                 const void *wu, const void *wd, const int32_t *groups, float *h,
+                 float *slot_out)
 {
-    (void)groups;
-    const uint32_t K = a->n_used, E = a->n_embd, F = a->n_ff;
-    for (uint32_t s = 0; s < a->n_tok * K; s++) {
-        const uint32_t e = (uint32_t)chosen[s];
-        m_matmul(g, a->type_gate, (const uint8_t *)wg + e * a->gate_expert_bytes, E, F,
-                 xn + (s / K) * E, E, h + s * F, F, 1);
-        m_matmul(g, a->type_up, (const uint8_t *)wu + e * a->up_expert_bytes, E, F,
-                 xn + (s / K) * E, E, slot_out + s * F, F, 1);
-    }
-    m_silu_mul(g, h, slot_out, F, F, a->n_tok * K);
-    for (uint32_t s = 0; s < a->n_tok * K; s++)
-        m_matmul(g, a->type_down, (const uint8_t *)wd + (uint32_t)chosen[s] * a->down_expert_bytes,
-                 F, E, h + s * F, F, slot_out + s * E, E, 1);
+    const uint32_t K = a->n_used, E = a->n_embd, F = a->n_ff, n_expert = a->n_expert;
+    const int32_t *offsets = groups, *sorted = groups + 2 * n_expert + 2;
+    float *up = malloc(F * sizeof *up);
+    if (!up)
+        return -1;
+    for (uint32_t e = 0; e < n_expert; e++)
+        for (int32_t i = offsets[e]; i < offsets[e + 1]; i++) {
+            const uint32_t s = (uint32_t)sorted[i];
+            m_matmul(g, a->type_gate, (const uint8_t *)wg + e * a->gate_expert_bytes, E, F,
+                     xn + (s / K) * E, E, h + s * F, F, 1);
+            m_matmul(g, a->type_up, (const uint8_t *)wu + e * a->up_expert_bytes, E, F,
+                     xn + (s / K) * E, E, up, F, 1);
+            m_silu_mul(g, h + s * F, up, F, F, 1);
+            m_matmul(g, a->type_down, (const uint8_t *)wd + e * a->down_expert_bytes, F, E,
+                     h + s * F, F, slot_out + s * E, E, 1);
+        }
+    free(up);
     return 0;
 }
 

@@ -347,6 +347,30 @@ static void deltanets(void)
     deltanet_case(128, 2, 4, 4, big, (const uint32_t[2]){21, 1});
 }
 
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Two groupings of n_slots slots by expert (BG_GPU_MOE_GROUP_INTS) agree:
+ * the same offsets and experts chosen, and each group the same slots in
+ * any order (dev's groups are sorted in place). */
+static bool same_grouping(int32_t *dev_groups, const int32_t *ref, uint32_t n_slots,
+                          uint32_t n_expert)
+{
+    const uint32_t head = 2 * n_expert + 2;
+    if (memcmp(dev_groups, ref, (n_expert + 2) * sizeof(int32_t)) != 0 ||
+        memcmp(dev_groups + n_expert + 2, ref + n_expert + 2,
+               (size_t)ref[n_expert + 1] * sizeof(int32_t)) != 0)
+        return false;
+    for (uint32_t e = 0; e < n_expert; e++) {
+        int32_t *g = dev_groups + head + ref[e];
+        qsort(g, (size_t)(ref[e + 1] - ref[e]), sizeof *g, cmp_i32);
+    }
+    return memcmp(dev_groups + head, ref + head, n_slots * sizeof(int32_t)) == 0;
+}
+
 /* Routing, then the routed experts for the reference's choice (so a
  * near-tie tipped by exp's rounding cannot make the products differ).
  * 40 tokens put more than one group of 8 slots on most experts. */
@@ -382,21 +406,27 @@ static void moes(void)
             uint64_t groups = take(BG_GPU_MOE_GROUP_INTS(slots, a.n_expert) * 4);
             uint64_t h = take((uint64_t)slots * a.n_ff * 4);
             uint64_t so = take((uint64_t)slots * a.n_embd * 4);
-            int rc = dev->route(dg, D(router), n_tok, a.n_expert, a.n_used, D(chosen), D(cw));
-            mock.route(rg, R(router), n_tok, a.n_expert, a.n_used, R(chosen), R(cw));
-            int32_t *dch = malloc(slots * 4);
+            int rc = dev->route(dg, D(router), n_tok, a.n_expert, a.n_used, D(chosen), D(cw),
+                                D(groups));
+            mock.route(rg, R(router), n_tok, a.n_expert, a.n_used, R(chosen), R(cw), R(groups));
+            const uint64_t n_group_ints = BG_GPU_MOE_GROUP_INTS(slots, a.n_expert);
+            int32_t *dch = malloc(slots * 4), *dgr = malloc(n_group_ints * 4);
             rc = rc ? rc : dev->download(dg, dch, D(chosen), slots * 4);
             CHECK(!rc && !memcmp(dch, R(chosen), slots * 4),
                   "routing, %u tokens: the chosen experts differ%s%s", n_tok, rc ? ": " : "",
                   rc ? dev->error(dg) : "");
+            rc = rc ? rc : dev->download(dg, dgr, D(groups), n_group_ints * 4);
+            CHECK(!rc && same_grouping(dgr, R(groups), slots, a.n_expert),
+                  "routing, %u tokens: the slots are not grouped by expert as the choice says",
+                  n_tok);
             free(dch);
+            free(dgr);
             double e = rc ? INFINITY : compare_floats(cw, slots);
             CHECK(e <= 1e-10, "routing, %u tokens: expert weights NMSE %.3g", n_tok, e);
             /* the products on the same choice */
-            dev->upload(dg, D(chosen), R(chosen), slots * 4);
-            dev->upload(dg, D(cw), R(cw), slots * 4);
-            rc = dev->moe(dg, &a, D(xn), D(wg), D(wu), D(wd), D(chosen), D(groups), D(h), D(so));
-            mock.moe(rg, &a, R(xn), R(wg), R(wu), R(wd), R(chosen), R(groups), R(h), R(so));
+            dev->upload(dg, D(groups), R(groups), n_group_ints * 4);
+            rc = dev->moe(dg, &a, D(xn), D(wg), D(wu), D(wd), D(groups), D(h), D(so));
+            mock.moe(rg, &a, R(xn), R(wg), R(wu), R(wd), R(groups), R(h), R(so));
             e = rc ? INFINITY : compare_floats(so, (uint64_t)slots * a.n_embd);
             CHECK(e <= 1e-5, "moe %s/%s/%s, %u tokens: NMSE %.3g%s%s",
                   brigade_type_name(a.type_gate), brigade_type_name(a.type_up),

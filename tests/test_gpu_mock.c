@@ -144,22 +144,21 @@ static int g_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float *qkv, cons
                                (void *)nw, conv, ssm, attn, (void *)ts}});
 }
 static int g_route(bg_gpu *g, float *router, uint32_t n_tok, uint32_t n_expert, uint32_t k,
-                   int32_t *chosen, float *cw)
+                   int32_t *chosen, float *cw, int32_t *groups)
 {
     if (capturing < 0)
-        return m_route(g, router, n_tok, n_expert, k, chosen, cw);
+        return m_route(g, router, n_tok, n_expert, k, chosen, cw, groups);
     return record(&(rec){.op = OP_ROUTE, .n = n_tok, .n_in = n_expert, .n_out = k,
-                         .p = {router, chosen, cw}});
+                         .p = {router, chosen, cw, groups}});
 }
 static int g_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *xn, const void *wg,
-                 const void *wu, const void *wd, const int32_t *chosen, int32_t *groups,
-                 float *h, float *so)
+                 const void *wu, const void *wd, const int32_t *groups, float *h, float *so)
 {
     if (capturing < 0)
-        return m_moe(g, a, xn, wg, wu, wd, chosen, groups, h, so);
+        return m_moe(g, a, xn, wg, wu, wd, groups, h, so);
     return record(&(rec){.op = OP_MOE, .moe = *a,
-                         .p = {(void *)xn, (void *)wg, (void *)wu, (void *)wd, (void *)chosen,
-                               groups, h, so}});
+                         .p = {(void *)xn, (void *)wg, (void *)wu, (void *)wd, (void *)groups, h,
+                               so}});
 }
 
 static void run_recs(bg_gpu *g, int k)
@@ -191,10 +190,10 @@ static void run_recs(bg_gpu *g, int k)
         case OP_MATMUL_MULTI: m_matmul_multi(g, r->proj, r->rows, r->n_in, p[0], r->s1, r->n); break;
         case OP_ADD_RMSNORM: m_add_rmsnorm(g, p[0], p[1], p[2], p[3], r->n, r->rows, r->eps); break;
         case OP_ROUTE:
-            m_route(g, p[0], r->n, (uint32_t)r->n_in, (uint32_t)r->n_out, p[1], p[2]);
+            m_route(g, p[0], r->n, (uint32_t)r->n_in, (uint32_t)r->n_out, p[1], p[2], p[3]);
             break;
         case OP_MOE:
-            m_moe(g, &r->moe, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]);
+            m_moe(g, &r->moe, p[0], p[1], p[2], p[3], p[4], p[5], p[6]);
             break;
         }
     }

@@ -347,10 +347,10 @@ int bg_cuda_matmul_swiglu(bg_gpu *g, uint32_t type, const void *d_wg, const void
 int bg_cuda_silu_mul(bg_gpu *g, float *d_g, const float *d_u, uint32_t n, size_t stride,
                      uint32_t n_tok);
 int bg_cuda_route(bg_gpu *g, float *d_router, uint32_t n_tok, uint32_t n_expert, uint32_t n_used,
-                  int32_t *d_chosen, float *d_chosen_w);
+                  int32_t *d_chosen, float *d_chosen_w, int32_t *d_groups);
 int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_xn, const void *d_gate,
-                const void *d_up, const void *d_down, const int32_t *d_chosen,
-                int32_t *d_groups, float *d_h, float *d_slot_out);
+                const void *d_up, const void *d_down, const int32_t *d_groups, float *d_h,
+                float *d_slot_out);
 int bg_cuda_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *d_q, float *d_kv,
                       float *d_gate, float *d_attn, const float *d_q_norm, const float *d_k_norm,
                       uint8_t *d_k_cache, uint8_t *d_v_cache, const uint32_t *d_tok_seq,

@@ -582,12 +582,54 @@ __device__ __forceinline__ void bg_block_argmax(float *v, int *i, float *red_v, 
             *v = red_v[w], *i = red_i[w];
 }
 
+// The slots grouped by expert (the layout of BG_GPU_MOE_GROUP_INTS), by one
+// block: it counts each expert's slots, lists the experts chosen, and
+// files every slot under its expert. The order of the slots inside a group
+// is not fixed, and need not be: each slot's dot products are its own.
+// cursor: n_expert ints of shared memory.
+__device__ void bg_block_group(const int32_t *chosen, uint32_t n_slots, uint32_t n_expert,
+                               int32_t *groups, int32_t *cursor)
+{
+    int32_t *offsets = groups, *n_active = groups + n_expert + 1, *active = n_active + 1;
+    int32_t *sorted = active + n_expert;
+    for (uint32_t e = threadIdx.x; e < n_expert; e += blockDim.x)
+        cursor[e] = 0;
+    __syncthreads();
+    for (uint32_t s = threadIdx.x; s < n_slots; s += blockDim.x)
+        atomicAdd(&cursor[chosen[s]], 1);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int32_t at = 0, n = 0;
+        for (uint32_t e = 0; e < n_expert; e++) {
+            const int32_t count = cursor[e];
+            offsets[e] = at;
+            cursor[e] = at;
+            if (count)
+                active[n++] = (int32_t)e;
+            at += count;
+        }
+        offsets[n_expert] = at;
+        *n_active = n;
+    }
+    __syncthreads();
+    for (uint32_t s = threadIdx.x; s < n_slots; s += blockDim.x)
+        sorted[atomicAdd(&cursor[chosen[s]], 1)] = (int32_t)s;
+}
+
+__global__ void k_group(const int32_t *chosen, uint32_t n_slots, uint32_t n_expert,
+                        int32_t *groups)
+{
+    BG_DYNAMIC_SHARED(int32_t, cursor); // [n_expert]
+    bg_block_group(chosen, n_slots, n_expert, groups, cursor);
+}
+
 // Softmax over a token's router logits, the top k kept (the earlier expert
 // wins a tie) and renormalized, as blocks.c's route_token; one block per
-// token, its probabilities in shared memory.
+// token, its probabilities in shared memory. A lone token (a decode step)
+// also files its slots by expert (groups set), saving k_group's launch.
 __global__ void __launch_bounds__(ROUTE_THREADS)
     k_route(const float *router, uint32_t n_expert, uint32_t k_used, int32_t *chosen,
-            float *chosen_w)
+            float *chosen_w, int32_t *groups)
 {
     BG_DYNAMIC_SHARED(float, p); // [n_expert] probabilities, then [k_used] chosen ones
     __shared__ float red_v[ROUTE_THREADS / 32];
@@ -630,18 +672,23 @@ __global__ void __launch_bounds__(ROUTE_THREADS)
         }
     }
     __syncthreads();
-    if (threadIdx.x != 0)
-        return;
-    double total = 0.0; // in double, rounded once, as ggml's sum_rows
-    for (uint32_t k = 0; k < k_used; k++)
-        total += (double)picked[k];
-    const float div = fmaxf((float)total, 6.103515625e-5f); // llama.cpp's floor
-    for (uint32_t k = 0; k < k_used; k++)
-        chosen_w[(size_t)blockIdx.x * k_used + k] = picked[k] / div;
+    if (threadIdx.x == 0) {
+        double total = 0.0; // in double, rounded once, as ggml's sum_rows
+        for (uint32_t k = 0; k < k_used; k++)
+            total += (double)picked[k];
+        const float div = fmaxf((float)total, 6.103515625e-5f); // llama.cpp's floor
+        for (uint32_t k = 0; k < k_used; k++)
+            chosen_w[(size_t)blockIdx.x * k_used + k] = picked[k] / div;
+    }
+    if (groups) { // p's n_expert floats are free: the cursor's ints
+        __syncthreads();
+        bg_block_group(chosen, k_used, n_expert, groups, (int32_t *)p);
+    }
 }
 
 extern "C" int bg_cuda_route(bg_gpu *g, float *d_router, uint32_t n_tok, uint32_t n_expert,
-                             uint32_t n_used, int32_t *d_chosen, float *d_chosen_w)
+                             uint32_t n_used, int32_t *d_chosen, float *d_chosen_w,
+                             int32_t *d_groups)
 {
     if (!n_tok)
         return 0;
@@ -651,42 +698,14 @@ extern "C" int bg_cuda_route(bg_gpu *g, float *d_router, uint32_t n_tok, uint32_
     }
     const size_t shmem = (size_t)(n_expert + n_used) * sizeof(float);
     BG_LAUNCH(n_tok, ROUTE_THREADS, shmem, g->stream, k_route)(d_router, n_expert, n_used, d_chosen,
-                                                        d_chosen_w);
-    return bg_cuda_launched(g, "routing");
-}
-
-// The slots grouped by expert (the layout of BG_GPU_MOE_GROUP_INTS): one
-// block counts each expert's slots, lists the experts chosen, and files
-// every slot under its expert. The order of the slots inside a group is
-// not fixed, and need not be: each slot's dot products are its own.
-__global__ void k_group(const int32_t *chosen, uint32_t n_slots, uint32_t n_expert,
-                        int32_t *groups)
-{
-    BG_DYNAMIC_SHARED(int32_t, cursor); // [n_expert]
-    int32_t *offsets = groups, *n_active = groups + n_expert + 1, *active = n_active + 1;
-    int32_t *sorted = active + n_expert;
-    for (uint32_t e = threadIdx.x; e < n_expert; e += blockDim.x)
-        cursor[e] = 0;
-    __syncthreads();
-    for (uint32_t s = threadIdx.x; s < n_slots; s += blockDim.x)
-        atomicAdd(&cursor[chosen[s]], 1);
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        int32_t at = 0, n = 0;
-        for (uint32_t e = 0; e < n_expert; e++) {
-            const int32_t count = cursor[e];
-            offsets[e] = at;
-            cursor[e] = at;
-            if (count)
-                active[n++] = (int32_t)e;
-            at += count;
-        }
-        offsets[n_expert] = at;
-        *n_active = n;
-    }
-    __syncthreads();
-    for (uint32_t s = threadIdx.x; s < n_slots; s += blockDim.x)
-        sorted[atomicAdd(&cursor[chosen[s]], 1)] = (int32_t)s;
+                                                        d_chosen_w, n_tok == 1 ? d_groups : NULL);
+    if (bg_cuda_launched(g, "routing"))
+        return -1;
+    if (n_tok == 1 || !d_groups)
+        return 0;
+    BG_LAUNCH(1, 1024, n_expert * sizeof(int32_t), g->stream, k_group)(d_chosen, n_tok * n_used,
+                                                                 n_expert, d_groups);
+    return bg_cuda_launched(g, "grouping the experts' tokens");
 }
 
 // Rows o of the expert matrices of the blockIdx.y-th expert chosen, over
@@ -773,8 +792,7 @@ static int expert_group(bg_gpu *g, int nr, uint32_t type, const void *w0, const 
 
 extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_xn,
                            const void *d_gate, const void *d_up, const void *d_down,
-                           const int32_t *d_chosen, int32_t *d_groups, float *d_h,
-                           float *d_slot_out)
+                           const int32_t *d_groups, float *d_h, float *d_slot_out)
 {
     const uint32_t slots = a->n_tok * a->n_used;
     if (!slots)
@@ -784,10 +802,6 @@ extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_x
                  a->n_ff);
         return -1;
     }
-    BG_LAUNCH(1, 1024, a->n_expert * sizeof(int32_t), g->stream, k_group)(d_chosen, slots, a->n_expert,
-                                                                   d_groups);
-    if (bg_cuda_launched(g, "grouping the experts' tokens"))
-        return -1;
     if (a->type_gate == a->type_up) {
         if (expert_group(g, 2, a->type_gate, d_gate, d_up, a->gate_expert_bytes, a->n_embd,
                          a->n_ff, d_groups, a->n_expert, slots, d_xn, a->n_embd, a->n_tok,
