@@ -47,11 +47,14 @@ typedef struct bg_gpu_deltanet_args {
 } bg_gpu_deltanet_args;
 
 /* A mixture of experts over a micro-batch: routing and the routed experts
- * on the device, without a host round trip. */
+ * on the device, without a host round trip. The shared expert may join
+ * them (its matrices set: the routed ones' types and n_ff) as one more
+ * expert that every token uses, in slots n_tok * n_used + t. */
 typedef struct bg_gpu_moe_args {
     uint32_t n_tok, n_embd, n_ff, n_expert, n_used;
     uint32_t type_gate, type_up, type_down;
     uint64_t gate_expert_bytes, up_expert_bytes, down_expert_bytes; /* one expert's matrix */
+    const void *d_gate_shexp, *d_up_shexp, *d_down_shexp; /* NULL: none (or run apart) */
 } bg_gpu_moe_args;
 
 /* The MoE's grouping of n_slots (token, rank) slots by expert: offsets
@@ -140,9 +143,10 @@ typedef struct bg_gpu_api {
     int (*route)(bg_gpu *g, float *d_router, uint32_t n_tok, uint32_t n_expert, uint32_t n_used,
                  int32_t *d_chosen, float *d_chosen_w, int32_t *d_groups);
     /* The routed experts for route's choice, over route's grouping
-     * (d_groups): each expert's rows read once per group of tokens, gate
-     * and up fused with SiLU into d_h ([slot][n_ff]), down into d_slot_out
-     * ([slot][n_embd]); expert_sum weighs and adds them. */
+     * (d_groups), and the shared expert when the args carry it: each
+     * expert's rows read once per group of tokens, gate and up fused with
+     * SiLU into d_h ([slot][n_ff]), down into d_slot_out ([slot][n_embd]);
+     * expert_sum weighs and adds them. */
     int (*moe)(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_xn, const void *d_gate,
                const void *d_up, const void *d_down, const int32_t *d_groups, float *d_h,
                float *d_slot_out);

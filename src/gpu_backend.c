@@ -348,7 +348,21 @@ static int route(bg_gpu_session *gs, const brigade_session *s, uint32_t il, bool
                                grouped ? bufv(gs, BG_BUF_MEMBERS) : NULL);
 }
 
-/* slot_out = each chosen expert's output, for route's choice. */
+/* Whether layer il's shared expert runs with the routed ones, as one more
+ * expert (the same types and width), rather than apart. */
+static bool shared_joins(const brigade_session *s, uint32_t il)
+{
+    const bg_layer *L = &s->model->layers[il];
+    const brigade_tensor_info *sg = L->t[BG_ROLE_FFN_GATE_SHEXP], *su = L->t[BG_ROLE_FFN_UP_SHEXP],
+                              *sd = L->t[BG_ROLE_FFN_DOWN_SHEXP];
+    return sg && su && sd && s->hp->n_ff_shexp == s->hp->n_ff_exp &&
+           sg->type == L->t[BG_ROLE_FFN_GATE_EXPS]->type &&
+           su->type == L->t[BG_ROLE_FFN_UP_EXPS]->type &&
+           sd->type == L->t[BG_ROLE_FFN_DOWN_EXPS]->type;
+}
+
+/* slot_out = each chosen expert's output, for route's choice, and the
+ * shared expert's in slots n_tok * n_used + t when it joins them. */
 static int routed_experts(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
 {
     const bg_hparams *hp = s->hp;
@@ -365,8 +379,13 @@ static int routed_experts(bg_gpu_session *gs, const brigade_session *s, uint32_t
         .type_down = d->type, .gate_expert_bytes = gb * g->ne[1],
         .up_expert_bytes = ub * u->ne[1], .down_expert_bytes = db * d->ne[1],
     };
+    if (shared_joins(s, il)) {
+        a.d_gate_shexp = weight(gs, il, BG_ROLE_FFN_GATE_SHEXP);
+        a.d_up_shexp = weight(gs, il, BG_ROLE_FFN_UP_SHEXP);
+        a.d_down_shexp = weight(gs, il, BG_ROLE_FFN_DOWN_SHEXP);
+    }
     /* gx holds the [slot][n_ff] hidden rows and members the grouping by
-     * expert (the planner sizes both for it) */
+     * expert (the planner sizes both for it, the shared slots too) */
     return gs->api->moe(gs->g, &a, buf(gs, BG_BUF_XN), weight(gs, il, BG_ROLE_FFN_GATE_EXPS),
                         weight(gs, il, BG_ROLE_FFN_UP_EXPS), weight(gs, il, BG_ROLE_FFN_DOWN_EXPS),
                         bufv(gs, BG_BUF_MEMBERS), buf(gs, BG_BUF_GX), buf(gs, BG_BUF_SLOT_OUT));
@@ -425,24 +444,32 @@ static int mixer_end(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
  * sum), plus the gated shared expert, into the residual, then the next
  * layer's mixer norm (none after the last layer). */
 static int ffn_end(bg_gpu_session *gs, const brigade_session *s, uint32_t il, const float *w,
-                   uint32_t n_used)
+                   uint32_t n_used, const float *shared)
 {
     const bg_hparams *hp = s->hp;
-    const bool shared = s->model->layers[il].t[BG_ROLE_FFN_UP_SHEXP] != NULL;
     const float *norm_w = il + 1 < hp->n_layers ? weight(gs, il + 1, norm_role(hp, false)) : NULL;
     return gs->api->expert_sum(gs->g, buf(gs, BG_BUF_X), buf(gs, BG_BUF_XN),
-                               buf(gs, BG_BUF_SLOT_OUT), w, n_used,
-                               shared ? buf(gs, BG_BUF_GY) : NULL,
+                               buf(gs, BG_BUF_SLOT_OUT), w, n_used, shared,
                                shared ? weight(gs, il, BG_ROLE_FFN_GATE_INP_SHEXP) : NULL,
                                norm_w, hp->n_embd, s->n_tok, hp->rms_eps);
 }
 
+/* The shared expert's output rows: gy, where it ran apart. */
+static const float *shared_rows(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
+{
+    return s->model->layers[il].t[BG_ROLE_FFN_UP_SHEXP] ? buf(gs, BG_BUF_GY) : NULL;
+}
+
 static int moe(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
 {
+    const uint32_t K = s->hp->n_expert_used;
+    const bool joins = shared_joins(s, il);
     int rc = route(gs, s, il, true);
     rc = rc ? rc : routed_experts(gs, s, il);
-    rc = rc ? rc : shared_expert(gs, s, il);
-    return rc ? rc : ffn_end(gs, s, il, buf(gs, BG_BUF_CHOSEN_W), s->hp->n_expert_used);
+    rc = rc || joins ? rc : shared_expert(gs, s, il);
+    const float *shared = joins ? buf(gs, BG_BUF_SLOT_OUT) + (size_t)s->n_tok * K * s->hp->n_embd
+                                : shared_rows(gs, s, il);
+    return rc ? rc : ffn_end(gs, s, il, buf(gs, BG_BUF_CHOSEN_W), K, shared);
 }
 
 /* Layer il's feed-forward half with its routed experts in host memory.
@@ -467,7 +494,7 @@ static int cpu_experts(bg_gpu_session *gs, brigade_session *s, uint32_t il)
         return rc;
     bg_block_moe_routed(s, il);
     rc = api->upload(gs->g, buf(gs, BG_BUF_SLOT_OUT), s->out, rows);
-    return rc ? rc : ffn_end(gs, s, il, NULL, 1);
+    return rc ? rc : ffn_end(gs, s, il, NULL, 1, shared_rows(gs, s, il));
 }
 
 /* Enqueues layer il's device work: the mixer, and the experts too when

@@ -50,10 +50,12 @@ void bg_plan_session(const bg_hparams *hp, uint32_t n_ctx, uint32_t n_ubatch, ui
     b[BG_BUF_HEADS] = (ub * 2 * hp->ssm_time_step_rank + 2) * F;
     b[BG_BUF_FF_GATE] = b[BG_BUF_FF_UP] = ub * p->ff_width * F;
     /* gx: the CPU gathers one expert's token rows here, the GPU keeps every
-     * (token, rank) slot's hidden row of n_ff_exp */
-    b[BG_BUF_GX] = ub * max3(hp->n_embd, K * hp->n_ff_exp, 1) * F;
+     * (token, rank) slot's hidden row of n_ff_exp, and the shared expert's
+     * (one more slot per token) when it has the routed experts' width */
+    const uint64_t tok_slots = K + (hp->n_ff_shexp && hp->n_ff_shexp == hp->n_ff_exp ? 1 : 0);
+    b[BG_BUF_GX] = ub * max3(hp->n_embd, tok_slots * hp->n_ff_exp, 1) * F;
     b[BG_BUF_GY] = ub * hp->n_embd * F;
-    b[BG_BUF_SLOT_OUT] = ub * K * hp->n_embd * F;
+    b[BG_BUF_SLOT_OUT] = ub * tok_slots * hp->n_embd * F;
     b[BG_BUF_CHOSEN] = ub * K * sizeof(int32_t);
     b[BG_BUF_CHOSEN_W] = ub * K * F;
     /* members: the CPU's token list of one expert; the GPU's slots grouped
@@ -64,7 +66,7 @@ void bg_plan_session(const bg_hparams *hp, uint32_t n_ctx, uint32_t n_ubatch, ui
      * for integer products (every token's row, or every slot's for the
      * experts' down rows) */
     b[BG_BUF_XQ] = max3(bg_matmul_scratch(max_in, ub), ub * BG_GPU_ACT_CODE_BYTES(max_in),
-                        ub * K * BG_GPU_ACT_CODE_BYTES(hp->n_ff_exp));
+                        ub * tok_slots * BG_GPU_ACT_CODE_BYTES(hp->n_ff_exp));
     b[BG_BUF_TOK_SEQ] = b[BG_BUF_TOK_POS] = ub * sizeof(uint32_t);
     b[BG_BUF_SEQ_PAST] = b[BG_BUF_SEQ_COUNT] = (uint64_t)n_seq * sizeof(uint32_t);
     for (int i = 0; i < BG_BUF_COUNT; i++)

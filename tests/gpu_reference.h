@@ -400,17 +400,26 @@ static int m_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *xn, const voi
     float *up = malloc(F * sizeof *up);
     if (!up)
         return -1;
-    for (uint32_t e = 0; e < n_expert; e++)
-        for (int32_t i = offsets[e]; i < offsets[e + 1]; i++) {
-            const uint32_t s = (uint32_t)sorted[i];
-            m_matmul(g, a->type_gate, (const uint8_t *)wg + e * a->gate_expert_bytes, E, F,
-                     xn + (s / K) * E, E, h + s * F, F, 1);
-            m_matmul(g, a->type_up, (const uint8_t *)wu + e * a->up_expert_bytes, E, F,
-                     xn + (s / K) * E, E, up, F, 1);
+    /* expert n_expert: the shared one, in slots n_tok * K + t */
+    const uint32_t n_routed = a->n_tok * K;
+    for (uint32_t e = 0; e <= n_expert; e++) {
+        const bool shared = e == n_expert;
+        if (shared && !a->d_down_shexp)
+            break;
+        const uint8_t *eg = shared ? a->d_gate_shexp : (const uint8_t *)wg + e * a->gate_expert_bytes;
+        const uint8_t *eu = shared ? a->d_up_shexp : (const uint8_t *)wu + e * a->up_expert_bytes;
+        const uint8_t *ed = shared ? a->d_down_shexp : (const uint8_t *)wd + e * a->down_expert_bytes;
+        const int32_t first = shared ? 0 : offsets[e];
+        const int32_t end = shared ? (int32_t)a->n_tok : offsets[e + 1];
+        for (int32_t i = first; i < end; i++) {
+            const uint32_t s = shared ? n_routed + (uint32_t)i : (uint32_t)sorted[i];
+            const float *x = xn + (shared ? (uint32_t)i : s / K) * E;
+            m_matmul(g, a->type_gate, eg, E, F, x, E, h + s * F, F, 1);
+            m_matmul(g, a->type_up, eu, E, F, x, E, up, F, 1);
             m_silu_mul(g, h + s * F, up, F, F, 1);
-            m_matmul(g, a->type_down, (const uint8_t *)wd + e * a->down_expert_bytes, F, E,
-                     h + s * F, F, slot_out + s * E, E, 1);
+            m_matmul(g, a->type_down, ed, F, E, h + s * F, F, slot_out + s * E, E, 1);
         }
+    }
     free(up);
     return 0;
 }

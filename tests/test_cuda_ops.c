@@ -404,8 +404,14 @@ static void moes(void)
             uint64_t router = put_random(n_tok * a.n_expert, 3.0f);
             uint64_t chosen = take(slots * 4), cw = take(slots * 4);
             uint64_t groups = take(BG_GPU_MOE_GROUP_INTS(slots, a.n_expert) * 4);
-            uint64_t h = take((uint64_t)slots * a.n_ff * 4);
-            uint64_t so = take((uint64_t)slots * a.n_embd * 4);
+            /* the shared expert joins the routed ones on every other count */
+            const bool shared = ti % 2 == 0;
+            const uint32_t all = slots + (shared ? n_tok : 0);
+            uint64_t sg = put_weights(a.type_gate, a.n_embd, a.n_ff, 0.06f);
+            uint64_t su = put_weights(a.type_up, a.n_embd, a.n_ff, 0.06f);
+            uint64_t sd = put_weights(a.type_down, a.n_ff, a.n_embd, 0.08f);
+            uint64_t h = take((uint64_t)all * a.n_ff * 4);
+            uint64_t so = take((uint64_t)all * a.n_embd * 4);
             int rc = dev->route(dg, D(router), n_tok, a.n_expert, a.n_used, D(chosen), D(cw),
                                 D(groups));
             mock.route(rg, R(router), n_tok, a.n_expert, a.n_used, R(chosen), R(cw), R(groups));
@@ -425,13 +431,18 @@ static void moes(void)
             CHECK(e <= 1e-10, "routing, %u tokens: expert weights NMSE %.3g", n_tok, e);
             /* the products on the same choice */
             dev->upload(dg, D(groups), R(groups), n_group_ints * 4);
-            rc = dev->moe(dg, &a, D(xn), D(wg), D(wu), D(wd), D(groups), D(h), D(so));
-            mock.moe(rg, &a, R(xn), R(wg), R(wu), R(wd), R(groups), R(h), R(so));
-            e = rc ? INFINITY : compare_floats(so, (uint64_t)slots * a.n_embd);
-            CHECK(e <= 1e-5, "moe %s/%s/%s, %u tokens: NMSE %.3g%s%s",
+            bg_gpu_moe_args da = a, ra = a;
+            if (shared) {
+                da.d_gate_shexp = D(sg), da.d_up_shexp = D(su), da.d_down_shexp = D(sd);
+                ra.d_gate_shexp = R(sg), ra.d_up_shexp = R(su), ra.d_down_shexp = R(sd);
+            }
+            rc = dev->moe(dg, &da, D(xn), D(wg), D(wu), D(wd), D(groups), D(h), D(so));
+            mock.moe(rg, &ra, R(xn), R(wg), R(wu), R(wd), R(groups), R(h), R(so));
+            e = rc ? INFINITY : compare_floats(so, (uint64_t)all * a.n_embd);
+            CHECK(e <= 1e-5, "moe %s/%s/%s%s, %u tokens: NMSE %.3g%s%s",
                   brigade_type_name(a.type_gate), brigade_type_name(a.type_up),
-                  brigade_type_name(a.type_down), n_tok, e, rc ? ": " : "",
-                  rc ? dev->error(dg) : "");
+                  brigade_type_name(a.type_down), shared ? " with the shared expert" : "", n_tok,
+                  e, rc ? ": " : "", rc ? dev->error(dg) : "");
             used = mark;
         }
 }

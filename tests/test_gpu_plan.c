@@ -259,13 +259,17 @@ static void device_buffers(void)
             const bg_hparams *hp = &p->hp;
             bg_session_plan plan;
             bg_plan_session(hp, 4096, ubatches[u], 2, 1, 1, &plan);
-            const uint64_t ub = ubatches[u], slots = ub * hp->n_expert_used;
+            /* the shared expert of the routed experts' width runs as one
+             * more slot per token */
+            const bool joins = hp->n_ff_shexp && hp->n_ff_shexp == hp->n_ff_exp;
+            const uint64_t ub = ubatches[u], routed = ub * hp->n_expert_used;
+            const uint64_t slots = routed + (joins ? ub : 0);
             const uint64_t *b = plan.buf_bytes;
             CHECK(b[BG_BUF_GX] >= slots * hp->n_ff_exp * sizeof(float) &&
                       b[BG_BUF_GX] >= ub * hp->n_embd * sizeof(float),
                   "%s ub %llu: gx %llu bytes", names[i], (unsigned long long)ub,
                   (unsigned long long)b[BG_BUF_GX]);
-            CHECK(b[BG_BUF_MEMBERS] >= BG_GPU_MOE_GROUP_INTS(slots, hp->n_expert) * 4 &&
+            CHECK(b[BG_BUF_MEMBERS] >= BG_GPU_MOE_GROUP_INTS(routed, hp->n_expert) * 4 &&
                       b[BG_BUF_MEMBERS] >= ub * 4,
                   "%s ub %llu: members %llu bytes", names[i], (unsigned long long)ub,
                   (unsigned long long)b[BG_BUF_MEMBERS]);
@@ -273,7 +277,8 @@ static void device_buffers(void)
                       b[BG_BUF_XQ] >= ub * BG_GPU_ACT_CODE_BYTES(hp->n_embd),
                   "%s ub %llu: xq %llu bytes", names[i], (unsigned long long)ub,
                   (unsigned long long)b[BG_BUF_XQ]);
-            /* the up rows wait in slot_out when gate and up differ in type */
+            /* every slot's output row; the up rows wait there when gate and up
+             * differ in type */
             CHECK(b[BG_BUF_SLOT_OUT] >= slots * hp->n_embd * sizeof(float) &&
                       hp->n_ff_exp <= hp->n_embd,
                   "%s ub %llu: slot_out %llu bytes", names[i], (unsigned long long)ub,

@@ -708,39 +708,73 @@ extern "C" int bg_cuda_route(bg_gpu *g, float *d_router, uint32_t n_tok, uint32_
     return bg_cuda_launched(g, "grouping the experts' tokens");
 }
 
-// Rows o of the expert matrices of the blockIdx.y-th expert chosen, over
-// the slots filed under it, MM_TOK at a time. A slot's input row is
-// x[slot / x_div] (xq's coded row, on the integer path). NR = 2: gate (w0)
-// and up (w1) together, y = silu(gate) * up; NR = 1: y = w0 x.
-template <int T, int NR>
-__global__ void __launch_bounds__(MM_WARPS * 32)
-    k_expert_group(const uint8_t *w0, const uint8_t *w1, uint64_t expert_bytes, uint64_t n_in,
-                   uint64_t n_out, const int32_t *groups, uint32_t n_expert, const float *x,
-                   size_t xs, const uint8_t *xq, uint32_t x_div, float *y, size_t ys)
+// One grouped expert product. Routed slot s (s < n_routed) reads x row
+// s / x_div; with the shared expert's matrices set, its slots follow the
+// routed ones, n_routed + t for token t < n_shared, and read x row t
+// (x_div > 1: the tokens' rows) or their own slot (x_div 1: hidden rows).
+struct bg_egroup {
+    const uint8_t *w[2];      // expert 0's matrices (gate and up, or one); expert e at + e * expert_bytes
+    const uint8_t *shared[2]; // the shared expert's, or NULL
+    uint64_t expert_bytes, n_in, n_out;
+    const int32_t *groups; // route's grouping
+    uint32_t n_expert, n_routed, n_shared;
+    const float *x;
+    size_t xs;
+    const uint8_t *xq; // x's coded rows (integer path), or NULL
+    uint32_t x_div;
+    float *y; // y[slot][o], stride ys
+    size_t ys;
+};
+
+__device__ __forceinline__ size_t bg_egroup_xrow(int32_t slot, uint32_t n_routed, uint32_t x_div)
 {
-    const int32_t *offsets = groups, *n_active = groups + n_expert + 1, *active = n_active + 1;
-    const int32_t *sorted = active + n_expert;
-    if ((int32_t)blockIdx.y >= *n_active)
+    const uint32_t s = (uint32_t)slot;
+    return s < n_routed ? s / x_div : x_div == 1 ? s : s - n_routed;
+}
+
+// Rows o of the matrices of the blockIdx.y-th expert chosen (the last
+// blockIdx.y: the shared expert, when set), over the slots filed under it,
+// MM_TOK at a time. NR = 2: gate (w[0]) and up (w[1]) together, y =
+// silu(gate) * up; NR = 1: y = w[0] x.
+template <int T, int NR>
+__global__ void __launch_bounds__(MM_WARPS * 32) k_expert_group(const bg_egroup p)
+{
+    const int32_t *offsets = p.groups, *n_active = p.groups + p.n_expert + 1;
+    const int32_t *active = n_active + 1, *sorted = active + p.n_expert;
+    const bool shared = p.shared[0] && blockIdx.y == gridDim.y - 1;
+    if (!shared && (int32_t)blockIdx.y >= *n_active)
         return;
     const uint64_t o = (uint64_t)blockIdx.x * MM_WARPS + threadIdx.x / 32;
-    if (o >= n_out)
+    if (o >= p.n_out)
         return;
-    const int32_t e = active[blockIdx.y];
-    const uint64_t at = (uint64_t)e * expert_bytes + o * bg_row_bytes<T>(n_in);
-    const uint64_t qs = bg_code_row_bytes(n_in);
-    const uint8_t *const rows[2] = {w0 + at, w1 + at};
-    const int32_t end = offsets[e + 1];
-    for (int32_t i0 = offsets[e]; i0 < end; i0 += MM_TOK) {
+    const uint64_t at = o * bg_row_bytes<T>(p.n_in), qs = bg_code_row_bytes(p.n_in);
+    int32_t first = 0, end = (int32_t)p.n_shared;
+    const uint8_t *rows[2];
+    if (shared) {
+        rows[0] = p.shared[0] + at, rows[1] = p.shared[1] + at;
+    } else {
+        const int32_t e = active[blockIdx.y];
+        first = offsets[e], end = offsets[e + 1];
+        rows[0] = p.w[0] + (uint64_t)e * p.expert_bytes + at;
+        rows[1] = p.w[1] + (uint64_t)e * p.expert_bytes + at;
+    }
+    for (int32_t i0 = first; i0 < end; i0 += MM_TOK) {
         const int nt = end - i0 < MM_TOK ? end - i0 : MM_TOK;
+        int32_t slot[MM_TOK];
+#pragma unroll
+        for (int t = 0; t < MM_TOK; t++) {
+            const int32_t i = i0 + (t < nt ? t : 0);
+            slot[t] = shared ? (int32_t)p.n_routed + i : sorted[i];
+        }
         float acc[NR][MM_TOK];
         bool done = false;
         if constexpr (bg_int_path<T>::on) {
-            if (xq) {
+            if (p.xq) {
                 const uint8_t *xr[MM_TOK];
 #pragma unroll
                 for (int t = 0; t < MM_TOK; t++)
-                    xr[t] = xq + (size_t)(sorted[i0 + (t < nt ? t : 0)] / x_div) * qs;
-                bg_rows_dot_int<T, NR>(rows, n_in, xr, nt, acc);
+                    xr[t] = p.xq + bg_egroup_xrow(slot[t], p.n_routed, p.x_div) * qs;
+                bg_rows_dot_int<T, NR>(rows, p.n_in, xr, nt, acc);
                 done = true;
             }
         }
@@ -748,39 +782,35 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
             const float *xr[MM_TOK];
 #pragma unroll
             for (int t = 0; t < MM_TOK; t++)
-                xr[t] = x + (size_t)(sorted[i0 + (t < nt ? t : 0)] / x_div) * xs;
-            bg_rows_dot<T, NR>(rows, n_in, xr, nt, acc);
+                xr[t] = p.x + bg_egroup_xrow(slot[t], p.n_routed, p.x_div) * p.xs;
+            bg_rows_dot<T, NR>(rows, p.n_in, xr, nt, acc);
         }
         if (threadIdx.x % 32 == 0)
             for (int t = 0; t < nt; t++) {
                 const float v = NR == 2 ? bg_silu(acc[0][t]) * acc[NR - 1][t] : acc[0][t];
-                y[(size_t)sorted[i0 + t] * ys + o] = v;
+                p.y[(size_t)slot[t] * p.ys + o] = v;
             }
     }
 }
 
 // One grouped expert product (NR = 1, or gate and up fused when NR = 2 and
 // both have the type) over x's n_x rows; grid: rows by (at most) every
-// expert chosen.
-static int expert_group(bg_gpu *g, int nr, uint32_t type, const void *w0, const void *w1,
-                        uint64_t expert_bytes, uint64_t n_in, uint64_t n_out,
-                        const int32_t *groups, uint32_t n_expert, uint32_t n_slots,
-                        const float *x, size_t xs, uint32_t n_x, uint32_t x_div, float *y,
-                        size_t ys)
+// expert chosen, and the shared expert.
+static int expert_group(bg_gpu *g, int nr, uint32_t type, bg_egroup p, uint32_t n_x)
 {
     int rc;
-    const uint8_t *xq = code_act(g, type, x, xs, n_in, n_x, &rc);
+    p.xq = code_act(g, type, p.x, p.xs, p.n_in, n_x, &rc);
     if (rc)
         return rc;
-    const uint32_t n_groups = n_slots < n_expert ? n_slots : n_expert;
-    const dim3 grid((unsigned)((n_out + MM_WARPS - 1) / MM_WARPS), n_groups);
-    const uint8_t *p0 = (const uint8_t *)w0, *p1 = nr == 2 ? (const uint8_t *)w1 : p0;
+    if (nr == 1)
+        p.w[1] = p.w[0], p.shared[1] = p.shared[0];
+    const uint32_t n_groups = p.n_routed < p.n_expert ? p.n_routed : p.n_expert;
+    const dim3 grid((unsigned)((p.n_out + MM_WARPS - 1) / MM_WARPS),
+                    n_groups + (p.shared[0] ? 1 : 0));
     bool ok;
-#define EG(T)                                                                                \
-    (nr == 2 ? BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_expert_group<T, 2>)(              \
-                   p0, p1, expert_bytes, n_in, n_out, groups, n_expert, x, xs, xq, x_div, y, ys) \
-             : BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_expert_group<T, 1>)(              \
-                   p0, p1, expert_bytes, n_in, n_out, groups, n_expert, x, xs, xq, x_div, y, ys))
+#define EG(T)                                                                                 \
+    (nr == 2 ? BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_expert_group<T, 2>)(p)         \
+             : BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_expert_group<T, 1>)(p))
     BG_DISPATCH(type, ok, EG);
 #undef EG
     if (!ok) {
@@ -794,7 +824,7 @@ extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_x
                            const void *d_gate, const void *d_up, const void *d_down,
                            const int32_t *d_groups, float *d_h, float *d_slot_out)
 {
-    const uint32_t slots = a->n_tok * a->n_used;
+    const uint32_t slots = a->n_tok * a->n_used, n_shared = a->d_down_shexp ? a->n_tok : 0;
     if (!slots)
         return 0;
     if (a->n_embd % 32 || a->n_ff % 32 || a->n_ff > a->n_embd) {
@@ -802,25 +832,35 @@ extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_x
                  a->n_ff);
         return -1;
     }
+    const uint32_t all = slots + n_shared;
+    bg_egroup p = {};
+    p.expert_bytes = a->gate_expert_bytes;
+    p.n_in = a->n_embd, p.n_out = a->n_ff;
+    p.groups = d_groups, p.n_expert = a->n_expert, p.n_routed = slots, p.n_shared = n_shared;
+    p.x = d_xn, p.xs = a->n_embd, p.x_div = a->n_used;
+    p.w[0] = (const uint8_t *)d_gate, p.shared[0] = (const uint8_t *)a->d_gate_shexp;
+    p.y = d_h, p.ys = a->n_ff;
     if (a->type_gate == a->type_up) {
-        if (expert_group(g, 2, a->type_gate, d_gate, d_up, a->gate_expert_bytes, a->n_embd,
-                         a->n_ff, d_groups, a->n_expert, slots, d_xn, a->n_embd, a->n_tok,
-                         a->n_used, d_h, a->n_ff))
+        p.w[1] = (const uint8_t *)d_up, p.shared[1] = (const uint8_t *)a->d_up_shexp;
+        if (expert_group(g, 2, a->type_gate, p, a->n_tok))
             return -1;
     } else {
         // up into slot_out (free until the down rows; n_ff <= n_embd), then
         // h = silu(gate) * up
-        if (expert_group(g, 1, a->type_gate, d_gate, NULL, a->gate_expert_bytes, a->n_embd,
-                         a->n_ff, d_groups, a->n_expert, slots, d_xn, a->n_embd, a->n_tok,
-                         a->n_used, d_h, a->n_ff) ||
-            expert_group(g, 1, a->type_up, d_up, NULL, a->up_expert_bytes, a->n_embd, a->n_ff,
-                         d_groups, a->n_expert, slots, d_xn, a->n_embd, a->n_tok, a->n_used,
-                         d_slot_out, a->n_ff) ||
-            bg_cuda_silu_mul(g, d_h, d_slot_out, a->n_ff, a->n_ff, slots))
+        bg_egroup up = p;
+        up.w[0] = (const uint8_t *)d_up, up.shared[0] = (const uint8_t *)a->d_up_shexp;
+        up.expert_bytes = a->up_expert_bytes;
+        up.y = d_slot_out;
+        if (expert_group(g, 1, a->type_gate, p, a->n_tok) ||
+            expert_group(g, 1, a->type_up, up, a->n_tok) ||
+            bg_cuda_silu_mul(g, d_h, d_slot_out, a->n_ff, a->n_ff, all))
             return -1;
     }
-    if (expert_group(g, 1, a->type_down, d_down, NULL, a->down_expert_bytes, a->n_ff, a->n_embd,
-                     d_groups, a->n_expert, slots, d_h, a->n_ff, slots, 1, d_slot_out, a->n_embd))
-        return -1;
-    return 0;
+    bg_egroup down = p;
+    down.w[0] = (const uint8_t *)d_down, down.shared[0] = (const uint8_t *)a->d_down_shexp;
+    down.expert_bytes = a->down_expert_bytes;
+    down.n_in = a->n_ff, down.n_out = a->n_embd;
+    down.x = d_h, down.xs = a->n_ff, down.x_div = 1;
+    down.y = d_slot_out, down.ys = a->n_embd;
+    return expert_group(g, 1, a->type_down, down, all);
 }
