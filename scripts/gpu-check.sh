@@ -16,8 +16,11 @@
 #
 #   OUT=/tmp/out sh scripts/gpu-check.sh
 # WORK=dir for the models (disk: ~25 GB); LIMIT=seconds after which slice
-# types are skipped (450); SKIP_FULL=1 leaves out the full model (a dry run
-# of the script itself).
+# types are skipped (450); SKIP_FULL=1 leaves out the full model.
+# EMU=1 is a dry run of the script itself on a machine without a GPU: the
+# program on the CUDA emulation (make build/brigade-emu), three weight
+# types, and the tiny qwen35moe model standing in for the full one, so every
+# table and parser below runs before a GPU's minutes are spent on it.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$(pwd)/build-gpu/check}
@@ -34,20 +37,36 @@ failed=0
 note() { echo "$*" | tee -a "$LOG" >&2; }
 
 J=$(nproc)
-CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
-GPU=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -n 1)
-[ -n "$CAP" ] || { echo "gpu-check: no NVIDIA GPU (nvidia-smi)" >&2; exit 2; }
+PP=512 TG=128
+TYPES="f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k iq4_nl iq4_xs"
+if [ -n "${EMU:-}" ]; then
+    CAP=emu GPU="none: CUDA emulation (dry run of this script)"
+    TYPES="f32 q8_0 q4_k"
+    LIMIT=${EMU_LIMIT:-0} # the slices are minutes each on the emulation
+    PP=16 TG=4 # each emulated thread is a fiber: benches stay small
+else
+    CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
+    GPU=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -n 1)
+    [ -n "$CAP" ] || { echo "gpu-check: no NVIDIA GPU (nvidia-smi)" >&2; exit 2; }
+fi
 
 # ------------------------------------------------------------------ build
 t0=$(date +%s)
-if ! make -j"$J" CUDA=1 BUILD=build-gpu CUDA_ARCHS="$CAP" all >>"$LOG" 2>&1; then
-    tail -n 40 "$LOG"; echo "gpu-check: build failed" >&2; exit 1
+mkdir -p build-gpu
+if [ -n "${EMU:-}" ]; then
+    make -j"$J" build/brigade-emu build/tests/emu_cuda_ops >>"$LOG" 2>&1 || {
+        tail -n 40 "$LOG"; echo "gpu-check: build failed" >&2; exit 1; }
+    B=build/brigade-emu OPS_BIN=build/tests/emu_cuda_ops
+else
+    if ! make -j"$J" CUDA=1 BUILD=build-gpu CUDA_ARCHS="$CAP" all >>"$LOG" 2>&1; then
+        tail -n 40 "$LOG"; echo "gpu-check: build failed" >&2; exit 1
+    fi
+    make -j"$J" CUDA=1 BUILD=build-gpu CUDA_ARCHS="$CAP" build-gpu/tests/test_cuda_ops \
+        build-gpu/tests/test_gpu_mock >>"$LOG" 2>&1 || { echo "gpu-check: test build failed" >&2; exit 1; }
+    B=build-gpu/brigade OPS_BIN=build-gpu/tests/test_cuda_ops
 fi
 BUILD_S=$(($(date +%s) - t0))
-B=build-gpu/brigade
 cc -std=c11 -O2 -o build-gpu/logits_nmse scripts/logits_nmse.c -lm || exit 1
-make -j"$J" CUDA=1 BUILD=build-gpu CUDA_ARCHS="$CAP" build-gpu/tests/test_cuda_ops \
-    build-gpu/tests/test_gpu_mock >>"$LOG" 2>&1 || { echo "gpu-check: test build failed" >&2; exit 1; }
 NMSE=build-gpu/logits_nmse
 
 # llama.cpp's CUDA build, when carried here (scripts/gpu-oracle.sh)
@@ -80,7 +99,7 @@ export CUDA_CACHE_PATH="$WORK/cuda-cache" CUDA_CACHE_MAXSIZE=4294967296
 # ------------------------------------------------ each kernel, then parity
 # test_cuda_ops compares every device operation with the host reference on
 # the same inputs: a parity failure below can be traced to one kernel.
-OPS=$(build-gpu/tests/test_cuda_ops 2>&1); ops_rc=$?
+OPS=$("$OPS_BIN" 2>&1); ops_rc=$?
 echo "$OPS" >> "$LOG"
 {
     echo "## Kernels against the host reference (tests/test_cuda_ops)"
@@ -125,7 +144,6 @@ parity() {
     rm -f "$WORK/cpu512.bin" "$WORK/cpu1.bin" "$WORK/gpu.bin"
 }
 
-TYPES="f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k iq4_nl iq4_xs"
 {
     echo "## GPU vs CPU logits (NMSE; bound: $BOUND, or 2 x the CPU's batched-vs-token spread + 1e-5)"
     echo
@@ -152,8 +170,11 @@ note "parity (tiny) done at $(elapsed) s"
 FULL="$WORK/qwen3.6-35b-a3b-q4_k_m.gguf"
 if [ -z "${SKIP_FULL:-}" ]; then
 t0=$(date +%s)
-"$B" synth "$FULL" --preset qwen3.6-35b-a3b --mix Q4_K_M --fast >>"$LOG" 2>&1 || {
-    note "synth of the full model failed"; failed=1; }
+if [ -n "${EMU:-}" ]; then # the tiny model stands in
+    "$B" synth "$FULL" --preset tiny-qwen35moe --type q4_k --fast >>"$LOG" 2>&1
+else
+    "$B" synth "$FULL" --preset qwen3.6-35b-a3b --mix Q4_K_M --fast >>"$LOG" 2>&1
+fi || { note "synth of the full model failed"; failed=1; }
 SYNTH_S=$(($(date +%s) - t0))
 {
     echo
@@ -192,13 +213,13 @@ brigade_rows() {
 llama_bench() { # label ngl n_cpu_moe
     [ -n "$LLAMA" ] || return 0
     note "llama.cpp $1 (-ngl $2 --n-cpu-moe $3) at $(elapsed) s"
-    if timeout 300 "$LLAMA" "$FULL" -p 512 -n 128 -r 2 -ngl "$2" --n-cpu-moe "$3" \
+    if timeout 300 "$LLAMA" "$FULL" -p "$PP" -n "$TG" -r 2 -ngl "$2" --n-cpu-moe "$3" \
         > "$WORK/l.out" 2>> "$LOG"; then
         awk -v label="$1" '$1 == "llama.cpp" { n[$2]++; s[$2] += $3 }
             END { for (t in s) printf "%s|%s|%.2f\n", label, t, s[t] / n[t] }' \
             "$WORK/l.out" >> "$WORK/llama.txt"
     else
-        echo "$1|pp512|failed" >> "$WORK/llama.txt"
+        echo "$1|pp$PP|failed" >> "$WORK/llama.txt"
     fi
 }
 bench() {
@@ -223,10 +244,10 @@ bench() {
 for budget in "" 24G 16G; do
     if [ -z "$budget" ]; then
         label="all on the GPU (-ngl 99)"
-        bench "$label" -p 512 -n 128 -ngl 99
+        bench "$label" -p "$PP" -n "$TG" -ngl 99
     else
         label="--gpu-budget $budget (-ngl auto)"
-        bench "$label" -p 512 -n 128 -ngl auto --gpu-budget "$budget"
+        bench "$label" -p "$PP" -n "$TG" -ngl auto --gpu-budget "$budget"
     fi
     set -- ${PLACED:-99 0}
     # llama.cpp's -ngl counts the output layer too: all of brigade's layers
@@ -234,8 +255,8 @@ for budget in "" 24G 16G; do
     ngl=$1; [ "$1" -ge 40 ] && ngl=99
     llama_bench "$label" "$ngl" "$2"
 done
-bench "parallel sequences (-ngl 99)" -p 0 -n 128 -np 1,4,16 -ngl 99
-bench "CPU only, for reference" -p 512 -n 32 -r 1
+bench "parallel sequences (-ngl 99)" -p 0 -n "$TG" -np 1,4,16 -ngl 99
+bench "CPU only, for reference" -p "$PP" -n 32 -r 1
 {
     echo "### brigade / llama.cpp, same file and placement"
     echo

@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fp16.h"
 #include "gpu.h"
+#include "kernels.h"
 #include "ops.h"
 #include "quant.h"
 #include "types.h"
@@ -200,6 +202,54 @@ static uint64_t head_bytes(uint32_t type, uint32_t D)
     return b;
 }
 
+/* One head over positions 0..pos with an f16 V cache, in the CPU's
+ * arithmetic (blocks.c's attend_head): scores by the K type's CPU dot, an
+ * online softmax in position order, the accumulator in f16. q: the query
+ * as K's dot sees it, replaced by the output; krow: D floats of scratch. */
+static void attend_f16(const bg_gpu_attn_args *a, const uint8_t *kc, const uint8_t *vc,
+                       uint32_t pos, float *q, float *krow)
+{
+    const uint32_t D = a->head_dim;
+    uint16_t acc[512], qh[512];
+    const bg_quant_ops *kops = bg_quant_ops_get((bg_type)a->type_k);
+    uint8_t qx[1024];
+    if (a->type_k == BG_TYPE_F16) {
+        for (uint32_t e = 0; e < D; e++)
+            qh[e] = bg_f32_to_f16(q[e]);
+    } else {
+        bg_quant_ops_get(kops->dot_type)->quantize_activations(q, qx, D);
+    }
+    const bg_dot_fn kdot = bg_kernel_dot((bg_type)a->type_k);
+    memset(acc, 0, sizeof acc);
+    float M = -INFINITY, S = 0;
+    for (uint32_t p = 0; p <= pos; p++) {
+        const uint8_t *kp = kc + p * a->k_row_bytes;
+        float sc;
+        if (kdot) {
+            sc = kdot(D, kp, a->type_k == BG_TYPE_F16 ? (const void *)qh : (const void *)qx);
+        } else { /* f32 K: a plain dot */
+            kops->dequantize(kp, krow, D);
+            sc = 0;
+            for (uint32_t e = 0; e < D; e++)
+                sc += krow[e] * q[e];
+        }
+        sc *= a->scale;
+        float ms = 1, vs = 1;
+        if (sc > M) {
+            ms = expf(M - sc);
+            M = sc;
+            bg_vec_scale_f16(D, acc, ms);
+        } else {
+            vs = expf(sc - M);
+        }
+        bg_vec_mad_f16(D, acc, (const uint16_t *)(const void *)(vc + p * a->v_row_bytes), vs);
+        S = S * ms + vs;
+    }
+    const float inv = S == 0 ? 0 : 1 / S;
+    for (uint32_t e = 0; e < D; e++)
+        q[e] = bg_f16_to_f32(acc[e]) * inv;
+}
+
 static int m_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *q, float *kv, float *gate,
                        float *attn, const float *q_norm, const float *k_norm, uint8_t *kc,
                        uint8_t *vc, const uint32_t *tok_seq, const uint32_t *tok_pos)
@@ -245,6 +295,12 @@ static int m_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *q, float *kv
         float *row = attn + t * a->a_width;
         for (uint32_t h = 0; h < H; h++) {
             const uint32_t kvh = h / (H / Hkv);
+            if (a->type_v == BG_TYPE_F16) {
+                attend_f16(a, kc + seq * a->k_seq_bytes + kvh * head_bytes(a->type_k, D),
+                           vc + seq * a->v_seq_bytes + kvh * head_bytes(a->type_v, D), pos,
+                           row + h * D, krow);
+                continue;
+            }
             float M = -INFINITY, S = 0, *acc = tmp;
             memset(acc, 0, D * sizeof *acc);
             for (uint32_t p = 0; p <= pos; p++) {

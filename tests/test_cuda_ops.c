@@ -285,7 +285,11 @@ static void attentions(void)
                 mock.attention(rg, &a, R(q), R(kv), R(gate), R(att), R(qn), R(kn), R(kc), R(vc),
                                R(ts), R(tp));
                 double e = rc ? INFINITY : compare_floats(att, a.n_tok * a.a_width);
-                CHECK(e <= 1e-4, "attention %s/%s%s, step %d: NMSE %.3g%s%s",
+                /* the f16 V path follows the CPU's arithmetic step by step
+                 * (bitwise here; a device exp's last bit may tip an f16
+                 * rounding); the others differ by summation order */
+                const double bound = a.type_v == BG_TYPE_F16 ? 1e-8 : 1e-10;
+                CHECK(e <= bound, "attention %s/%s%s, step %d: NMSE %.3g%s%s",
                       brigade_type_name(a.type_k), brigade_type_name(a.type_v),
                       gated ? " gated" : "", step, e, rc ? ": " : "", rc ? dev->error(dg) : "");
             }

@@ -417,14 +417,15 @@ int main(void)
 #ifdef BG_TEST_DEVICE
     /* The build's device instead of the stand-in: linked with the CUDA
      * emulation (tests/cuda_emu), the CUDA kernels themselves run the
-     * session, decode steps captured and replayed as graphs. The bounds
-     * are the stand-in's: the kernels sum in other orders and use libm's
-     * exp where the CPU uses ggml's. */
+     * session, decode steps captured and replayed as graphs. The kernels
+     * sum in other orders and use libm's exp where the CPU uses ggml's;
+     * on quantized weights the NMSE is ~1.7e-4 (q4_K) and ~5e-5 (q8_0),
+     * and 1e-3 catches what an f16 V accumulated in f32 did (5e-3). */
     (void)mock, (void)mock_graphs;
     fewer = true;
     compare(dir, "tiny-qwen35moe", BG_TYPE_F32, 1e-5);
-    compare(dir, "tiny-qwen35moe", BG_TYPE_Q4_K, 1e-2);
-    compare(dir, "tiny-qwen3moe", BG_TYPE_Q8_0, 1e-2);
+    compare(dir, "tiny-qwen35moe", BG_TYPE_Q4_K, 1e-3);
+    compare(dir, "tiny-qwen3moe", BG_TYPE_Q8_0, 1e-3);
     rmdir(dir);
     return check_summary("test_gpu_device");
 #else

@@ -224,39 +224,60 @@ __global__ void k_attn_prepare(bg_gpu_attn_args a, const float *q, const float *
 }
 
 enum { ATT_WARPS = 4, ATT_MAX_PER_LANE = 16 }; // head_dim <= 512
+enum { ATT_MAX_PER_THREAD = 32 * ATT_MAX_PER_LANE / (ATT_WARPS * 32) };
 
-// One block per (token, head): each warp an online softmax over a share of
-// the positions, merged at the end; V's rotation undone and the gate
-// applied on the way out. Output in place of the query in attn.
-__global__ void __launch_bounds__(ATT_WARPS * 32)
-    k_attn(bg_gpu_attn_args a, float *attn, const float *gate, const uint8_t *k_cache,
-           const uint8_t *v_cache, const uint32_t *tok_seq, const uint32_t *tok_pos)
+// q . k for position p's key of the block's kv head, times the scale, in
+// every lane of the calling warp (qs: the query, rounded as K's dot does).
+__device__ __forceinline__ float bg_attn_score(const bg_gpu_attn_args &a, const uint8_t *kc,
+                                               const float *qs, uint32_t p)
 {
-    BG_DYNAMIC_SHARED(float, sh); // q[D], acc[ATT_WARPS][D], then out[D]
-    __shared__ float wm[ATT_WARPS], ws[ATT_WARPS];
-    const uint32_t t = blockIdx.x, h = blockIdx.y, D = a.head_dim;
-    const uint32_t lane = threadIdx.x % 32, w = threadIdx.x / 32, per = D / 32;
-    float *qs = sh, *accs = sh + D, *out = accs + ATT_WARPS * D;
-    float *row = attn + (size_t)t * a.a_width + (size_t)h * D;
-    for (uint32_t e = threadIdx.x; e < D; e += blockDim.x)
-        qs[e] = row[e];
-    __syncthreads();
-    const uint32_t kvh = h / (a.n_head / a.n_head_kv), pos = tok_pos[t], seq = tok_seq[t];
-    const uint64_t kh = bg_head_bytes(a.type_k, D), vh = bg_head_bytes(a.type_v, D);
-    const uint8_t *kc = k_cache + seq * a.k_seq_bytes + kvh * kh;
-    const uint8_t *vc = v_cache + seq * a.v_seq_bytes + kvh * vh;
-    float acc[ATT_MAX_PER_LANE];
+    const uint32_t lane = threadIdx.x % 32, per = a.head_dim / 32;
+    const uint8_t *kp = kc + p * a.k_row_bytes;
+    float d = 0.0f;
+    for (uint32_t i = 0; i < per; i++) {
+        const uint32_t e = lane + 32 * i;
+        d += bg_cache_get(a.type_k, kp, e) * qs[e];
+    }
+    return bg_warp_sum(d) * a.scale;
+}
+
+// The same for an f16 K, summed as the CPU's dot (kernels_x86_legacy.c's
+// bg_dot_f16_avx2) sums: 32 fused multiply-add chains (lane j: elements j,
+// j + 32, ...), then its reduction tree, accumulators 0-7 + 8-15 and 16-23
+// + 24-31, those two, then the halves of 8, 4 and 2. The f16 V path
+// amplifies a last-bit difference in a score (an f16 rounding that tips),
+// so there the scores match bit for bit.
+__device__ __forceinline__ float bg_attn_score_f16(const bg_gpu_attn_args &a, const uint8_t *kc,
+                                                   const float *qs, uint32_t p)
+{
+    const uint32_t lane = threadIdx.x % 32, per = a.head_dim / 32;
+    const uint16_t *kp = (const uint16_t *)(kc + p * a.k_row_bytes);
+    float d = 0.0f;
     for (uint32_t i = 0; i < per; i++)
+        d = fmaf(bg_h2f(kp[lane + 32 * i]), qs[lane + 32 * i], d);
+    d = __fadd_rn(d, __shfl_xor_sync(0xffffffffu, d, 8));
+    d = __fadd_rn(d, __shfl_xor_sync(0xffffffffu, d, 16));
+    for (int o = 4; o > 0; o >>= 1)
+        d = __fadd_rn(d, __shfl_xor_sync(0xffffffffu, d, o));
+    return __fmul_rn(d, a.scale);
+}
+
+// out = softmax(scores) V with f32 accumulators: each warp an online
+// softmax over every ATT_WARPS-th position, merged at the end (accs:
+// ATT_WARPS * D floats of shared memory).
+__device__ void bg_attn_split(const bg_gpu_attn_args &a, const uint8_t *kc, const uint8_t *vc,
+                              const float *qs, float *accs, uint32_t pos, float *out)
+{
+    __shared__ float wm[ATT_WARPS], ws[ATT_WARPS];
+    const uint32_t D = a.head_dim, lane = threadIdx.x % 32, w = threadIdx.x / 32, per = D / 32;
+    float acc[ATT_MAX_PER_LANE]; // unrolled with guards: kept in registers
+#pragma unroll
+    for (uint32_t i = 0; i < ATT_MAX_PER_LANE; i++)
         acc[i] = 0.0f;
     float M = -INFINITY, S = 0.0f;
     for (uint32_t p = w; p <= pos; p += ATT_WARPS) {
-        const uint8_t *kp = kc + p * a.k_row_bytes, *vp = vc + p * a.v_row_bytes;
-        float d = 0.0f;
-        for (uint32_t i = 0; i < per; i++) {
-            const uint32_t e = lane + 32 * i;
-            d += bg_cache_get(a.type_k, kp, e) * qs[e];
-        }
-        const float sc = bg_warp_sum(d) * a.scale;
+        const float sc = bg_attn_score(a, kc, qs, p);
+        const uint8_t *vp = vc + p * a.v_row_bytes;
         float ms = 1.0f, vs = 1.0f;
         if (sc > M) {
             ms = expf(M - sc);
@@ -264,12 +285,16 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         } else {
             vs = expf(sc - M);
         }
-        for (uint32_t i = 0; i < per; i++)
-            acc[i] = acc[i] * ms + bg_cache_get(a.type_v, vp, lane + 32 * i) * vs;
+#pragma unroll
+        for (uint32_t i = 0; i < ATT_MAX_PER_LANE; i++)
+            if (i < per)
+                acc[i] = acc[i] * ms + bg_cache_get(a.type_v, vp, lane + 32 * i) * vs;
         S = S * ms + vs;
     }
-    for (uint32_t i = 0; i < per; i++)
-        accs[w * D + lane + 32 * i] = acc[i];
+#pragma unroll
+    for (uint32_t i = 0; i < ATT_MAX_PER_LANE; i++)
+        if (i < per)
+            accs[w * D + lane + 32 * i] = acc[i];
     if (lane == 0) {
         wm[w] = M;
         ws[w] = S;
@@ -289,6 +314,92 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
                 o += accs[k * D + e] * expf(wm[k] - Mall);
         out[e] = o * inv;
     }
+}
+
+__device__ __forceinline__ float bg_round_f16(float x) { return bg_h2f(bg_f2h(x)); }
+
+// out = softmax(scores) V for an f16 V cache as llama.cpp's CPU flash
+// attention (and blocks.c's attend_head) computes it: one online softmax
+// over the positions in order, the accumulator kept in f16 (rounded after
+// every scaling and every fused multiply-add). Splitting the positions in
+// f32 as above differs from it by up to 1e-3 in the logits of a model with
+// many attention layers. The warps score ATT_WARPS positions at a time;
+// each thread then runs the same sequence of maxima and sums over them,
+// for its own elements.
+__device__ void bg_attn_ordered_f16(const bg_gpu_attn_args &a, const uint8_t *kc,
+                                    const uint8_t *vc, const float *qs, uint32_t pos, float *out)
+{
+    __shared__ float scores[ATT_WARPS];
+    const uint32_t D = a.head_dim, w = threadIdx.x / 32;
+    float acc[ATT_MAX_PER_THREAD];
+#pragma unroll
+    for (uint32_t i = 0; i < ATT_MAX_PER_THREAD; i++)
+        acc[i] = 0.0f;
+    float M = -INFINITY, S = 0.0f;
+    for (uint32_t p0 = 0; p0 <= pos; p0 += ATT_WARPS) {
+        if (p0 + w <= pos) {
+            const float sc = a.type_k == T_F16 ? bg_attn_score_f16(a, kc, qs, p0 + w)
+                                               : bg_attn_score(a, kc, qs, p0 + w);
+            if (threadIdx.x % 32 == 0)
+                scores[w] = sc;
+        }
+        __syncthreads();
+        const uint32_t n = pos + 1 - p0 < (uint32_t)ATT_WARPS ? pos + 1 - p0 : (uint32_t)ATT_WARPS;
+        for (uint32_t k = 0; k < n; k++) {
+            const float sc = scores[k];
+            const uint16_t *vp = (const uint16_t *)(vc + (p0 + k) * a.v_row_bytes);
+            float ms = 1.0f, vs = 1.0f;
+            if (sc > M) {
+                ms = expf(M - sc);
+                M = sc;
+#pragma unroll
+                for (uint32_t i = 0; i < ATT_MAX_PER_THREAD; i++)
+                    acc[i] = bg_round_f16(__fmul_rn(acc[i], ms));
+            } else {
+                vs = expf(sc - M);
+            }
+#pragma unroll
+            for (uint32_t i = 0; i < ATT_MAX_PER_THREAD; i++) {
+                const uint32_t e = threadIdx.x + i * blockDim.x;
+                if (e < D)
+                    acc[i] = bg_round_f16(fmaf(bg_h2f(vp[e]), vs, acc[i]));
+            }
+            S = __fadd_rn(__fmul_rn(S, ms), vs);
+        }
+        __syncthreads(); // scores is rewritten
+    }
+    const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+#pragma unroll
+    for (uint32_t i = 0; i < ATT_MAX_PER_THREAD; i++) {
+        const uint32_t e = threadIdx.x + i * blockDim.x;
+        if (e < D)
+            out[e] = __fmul_rn(acc[i], inv);
+    }
+}
+
+// One block per (token, head) over its sequence's positions (f32
+// accumulators split by warp, or in order in f16 for an f16 V cache); V's
+// rotation undone and the gate applied on the way out. Output in place of
+// the query in attn.
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+    k_attn(bg_gpu_attn_args a, float *attn, const float *gate, const uint8_t *k_cache,
+           const uint8_t *v_cache, const uint32_t *tok_seq, const uint32_t *tok_pos)
+{
+    BG_DYNAMIC_SHARED(float, sh); // q[D], acc[ATT_WARPS][D], then out[D]
+    const uint32_t t = blockIdx.x, h = blockIdx.y, D = a.head_dim;
+    float *qs = sh, *accs = sh + D, *out = accs + ATT_WARPS * D;
+    float *row = attn + (size_t)t * a.a_width + (size_t)h * D;
+    for (uint32_t e = threadIdx.x; e < D; e += blockDim.x)
+        qs[e] = row[e];
+    __syncthreads();
+    const uint32_t kvh = h / (a.n_head / a.n_head_kv), pos = tok_pos[t], seq = tok_seq[t];
+    const uint64_t kh = bg_head_bytes(a.type_k, D), vh = bg_head_bytes(a.type_v, D);
+    const uint8_t *kc = k_cache + seq * a.k_seq_bytes + kvh * kh;
+    const uint8_t *vc = v_cache + seq * a.v_seq_bytes + kvh * vh;
+    if (a.type_v == T_F16)
+        bg_attn_ordered_f16(a, kc, vc, qs, pos, out);
+    else
+        bg_attn_split(a, kc, vc, qs, accs, pos, out);
     __syncthreads();
     if (a.v_rotation) {
         // the rotation is its own inverse; chunks of v_rotation, in turn
