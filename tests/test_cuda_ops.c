@@ -238,7 +238,8 @@ static void small_ops(void)
 }
 
 /* Two sequences: a prefill of 5 tokens for sequence 0 and 3 for sequence 1
- * in one batch, then one decode token each. */
+ * in one batch, then one decode token each, then 40 more tokens of
+ * sequence 1 (past the f16 path's chunk of 32 positions). */
 static void attentions(void)
 {
     static const uint32_t kv_types[][2] = {
@@ -246,7 +247,10 @@ static void attentions(void)
         {BG_TYPE_Q8_0, BG_TYPE_Q8_0}, {BG_TYPE_Q4_0, BG_TYPE_Q4_0},
         {BG_TYPE_Q8_0, BG_TYPE_F16},
     };
-    const uint32_t H = 4, Hkv = 2, Dh = 128, n_ctx = 16;
+    const uint32_t H = 4, Hkv = 2, Dh = 128, n_ctx = 48;
+    static uint32_t seq3[40], pos3[40];
+    for (uint32_t i = 0; i < 40; i++)
+        seq3[i] = 1, pos3[i] = 4 + i;
     for (size_t c = 0; c < sizeof kv_types / sizeof *kv_types; c++)
         for (int gated = 0; gated < 2; gated++) {
             uint64_t mark = used;
@@ -273,8 +277,9 @@ static void attentions(void)
             memset(R(vc), 0, 2 * a.v_seq_bytes);
             static const uint32_t seq1[] = {0, 0, 1, 0, 1, 0, 1, 0}, pos1[] = {0, 1, 0, 2, 1, 3, 2, 4};
             static const uint32_t seq2[] = {1, 0}, pos2[] = {3, 5};
-            const uint32_t *seqs[2] = {seq1, seq2}, *poss[2] = {pos1, pos2}, ns[2] = {8, 2};
-            for (int step = 0; step < 2; step++) {
+            const uint32_t *seqs[3] = {seq1, seq2, seq3}, *poss[3] = {pos1, pos2, pos3};
+            const uint32_t ns[3] = {8, 2, 40};
+            for (int step = 0; step < 3; step++) {
                 a.n_tok = ns[step];
                 uint64_t q = put_random(a.n_tok * a.q_width, 2.0f);
                 uint64_t kv = put_random(a.n_tok * a.kv_width, 2.0f);
