@@ -63,7 +63,13 @@ typedef struct bg_gpu_moe_args {
 #define BG_GPU_MOE_GROUP_INTS(n_slots, n_expert) ((uint64_t)(n_slots) + 2 * (uint64_t)(n_expert) + 2)
 
 /* Bytes of one token's activations coded for integer products over rows
- * of n_in: int8 codes, a float scale per 32, padded to 16 bytes. */
+ * of n_in: int8 codes, a float scale per 32, padded to 16 bytes.
+ *
+ * Coded rows travel with normed ones: a norm (rmsnorm, add_rmsnorm,
+ * expert_sum) given d_xq also codes its output rows there for K-quant
+ * weights (Q8_K; n a multiple of 256), and a product of those rows
+ * (matmul_multi, moe) given them uses them for K-quant weights instead of
+ * coding its input again. NULL: none. */
 #define BG_GPU_ACT_CODE_BYTES(n_in) (((uint64_t)(n_in) + (uint64_t)(n_in) / 8 + 15) / 16 * 16)
 
 /* One of several products of the same input (matmul_multi). */
@@ -108,7 +114,8 @@ typedef struct bg_gpu_api {
      * their rows, the activations coded once, where the types allow; one
      * product after another otherwise. */
     int (*matmul_multi)(bg_gpu *g, const bg_gpu_proj *proj, uint32_t n_proj, uint64_t n_in,
-                        const float *d_x, size_t x_stride, uint32_t n_tok);
+                        const float *d_x, size_t x_stride, const uint8_t *d_xq,
+                        uint32_t n_tok);
     /* h[t][o] = silu(g) * u, g = Wg x[t] and u = Wu x[t] (n_out rows of
      * n_in each, both in `type`): the gate and up rows read in one pass. */
     int (*matmul_swiglu)(bg_gpu *g, uint32_t type, const void *d_wg, const void *d_wu,
@@ -116,11 +123,11 @@ typedef struct bg_gpu_api {
                          float *d_h, size_t h_stride, uint32_t n_tok);
     /* y = x / sqrt(mean(x^2) + eps) * w (w may be NULL), rows of n. */
     int (*rmsnorm)(bg_gpu *g, float *d_y, size_t y_stride, const float *d_x, size_t x_stride,
-                   const float *d_w, uint32_t n, uint32_t n_rows, float eps);
+                   const float *d_w, uint32_t n, uint32_t n_rows, float eps, uint8_t *d_yq);
     /* A residual and the next norm in one pass over rows of n: x += y,
      * then xn = rmsnorm(x) * w (contiguous rows). */
     int (*add_rmsnorm)(bg_gpu *g, float *d_x, const float *d_y, float *d_xn, const float *d_w,
-                       uint32_t n, uint32_t n_rows, float eps);
+                       uint32_t n, uint32_t n_rows, float eps, uint8_t *d_xq);
     /* Attention: split, QK-norm, rope, rotation, cache store, then each
      * token over its sequence's positions; output (gated) into d_attn. */
     int (*attention)(bg_gpu *g, const bg_gpu_attn_args *a, float *d_q, float *d_kv,
@@ -147,9 +154,9 @@ typedef struct bg_gpu_api {
      * expert's rows read once per group of tokens, gate and up fused with
      * SiLU into d_h ([slot][n_ff]), down into d_slot_out ([slot][n_embd]);
      * expert_sum weighs and adds them. */
-    int (*moe)(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_xn, const void *d_gate,
-               const void *d_up, const void *d_down, const int32_t *d_groups, float *d_h,
-               float *d_slot_out);
+    int (*moe)(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_xn, const uint8_t *d_xq,
+               const void *d_gate, const void *d_up, const void *d_down,
+               const int32_t *d_groups, float *d_h, float *d_slot_out);
     /* The end of a feed-forward half, per token t (rows of n): o = the sum
      * over ranks k of w[t][k] * slot[t][k], in rank order (n_used rows per
      * token; d_w NULL: one row, weight 1), plus sigmoid(shared_w . xn[t]) *
@@ -158,7 +165,8 @@ typedef struct bg_gpu_api {
      * (the next half-layer's input). One pass instead of four. */
     int (*expert_sum)(bg_gpu *g, float *d_x, float *d_xn, const float *d_slot, const float *d_w,
                       uint32_t n_used, const float *d_shared, const float *d_shared_w,
-                      const float *d_norm_w, uint32_t n, uint32_t n_tok, float eps);
+                      const float *d_norm_w, uint32_t n, uint32_t n_tok, float eps,
+                      uint8_t *d_xq);
     /* h = silu(g) * u, rows of n at stride. */
     int (*silu_mul)(bg_gpu *g, float *d_g, const float *d_u, uint32_t n, size_t stride,
                     uint32_t n_tok);

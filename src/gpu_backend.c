@@ -22,6 +22,7 @@ struct bg_gpu_session {
     bg_gpu_split split;
     bg_gpu_layout layout;
     uint8_t *base;         /* the arena on the device */
+    uint8_t *xn_codes;     /* xn coded by the norms that write it (gpu.h), or NULL */
     bool x_on_device;      /* the device's copy of x is the newer */
     bool graphs;           /* decode steps replay CUDA graphs */
     brigade_gpu_report report;
@@ -185,7 +186,14 @@ brigade_status bg_gpu_session_new(const brigade_model *m, const bg_session_plan 
     if (!st && api->alloc(gs->g, gs->layout.total_bytes, &base))
         st = gpu_fail(gs, err, "allocating the arena");
     gs->base = base;
-    if (!st && api->set_scratch(gs->g, buf(gs, BG_BUF_XQ), plan->buf_bytes[BG_BUF_XQ]))
+    /* xq: the normed rows' codes first (the planner sizes it so), then the
+     * products' scratch */
+    const uint32_t E = m->hp.n_embd;
+    const uint64_t ub = plan->buf_bytes[BG_BUF_X] / ((uint64_t)E * sizeof(float));
+    const uint64_t codes = E % 256 == 0 ? ub * BG_GPU_ACT_CODE_BYTES(E) : 0;
+    gs->xn_codes = codes && !st ? bufv(gs, BG_BUF_XQ) : NULL;
+    if (!st && api->set_scratch(gs->g, (uint8_t *)bufv(gs, BG_BUF_XQ) + codes,
+                                plan->buf_bytes[BG_BUF_XQ] - codes))
         st = gpu_fail(gs, err, "setting the scratch");
     if (!st)
         st = upload_weights(gs, err);
@@ -284,7 +292,7 @@ static int attention(bg_gpu_session *gs, const brigade_session *s, uint32_t il, 
         projection(gs, L, il, BG_ROLE_ATTN_K, kv, 2 * kv_dim),
         projection(gs, L, il, BG_ROLE_ATTN_V, kv + kv_dim, 2 * kv_dim),
     };
-    int rc = gs->api->matmul_multi(gs->g, proj, 3, E, xn, E, s->n_tok);
+    int rc = gs->api->matmul_multi(gs->g, proj, 3, E, xn, E, gs->xn_codes, s->n_tok);
     bg_gpu_attn_args a = {
         .n_tok = s->n_tok, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
         .head_dim = hp->head_dim, .type_k = s->type_k, .type_v = s->type_v,
@@ -318,7 +326,7 @@ static int deltanet(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
         projection(gs, L, il, BG_ROLE_SSM_BETA, heads, 2 * Hv),
         projection(gs, L, il, BG_ROLE_SSM_ALPHA, heads + Hv, 2 * Hv),
     };
-    int rc = gs->api->matmul_multi(gs->g, proj, 4, E, xn, E, s->n_tok);
+    int rc = gs->api->matmul_multi(gs->g, proj, 4, E, xn, E, gs->xn_codes, s->n_tok);
     bg_gpu_deltanet_args a = {
         .n_tok = s->n_tok, .state = hp->ssm_state_size, .n_k_heads = hp->ssm_group_count,
         .n_v_heads = hp->ssm_time_step_rank, .conv_kernel = hp->ssm_conv_kernel,
@@ -386,7 +394,8 @@ static int routed_experts(bg_gpu_session *gs, const brigade_session *s, uint32_t
     }
     /* gx holds the [slot][n_ff] hidden rows and members the grouping by
      * expert (the planner sizes both for it, the shared slots too) */
-    return gs->api->moe(gs->g, &a, buf(gs, BG_BUF_XN), weight(gs, il, BG_ROLE_FFN_GATE_EXPS),
+    return gs->api->moe(gs->g, &a, buf(gs, BG_BUF_XN), gs->xn_codes,
+                        weight(gs, il, BG_ROLE_FFN_GATE_EXPS),
                         weight(gs, il, BG_ROLE_FFN_UP_EXPS), weight(gs, il, BG_ROLE_FFN_DOWN_EXPS),
                         bufv(gs, BG_BUF_MEMBERS), buf(gs, BG_BUF_GX), buf(gs, BG_BUF_SLOT_OUT));
 }
@@ -418,7 +427,7 @@ static int norm(bg_gpu_session *gs, const brigade_session *s, uint32_t il, int r
 {
     const uint32_t E = s->hp->n_embd;
     return gs->api->rmsnorm(gs->g, buf(gs, BG_BUF_XN), E, buf(gs, BG_BUF_X), E,
-                            weight(gs, il, role), E, s->n_tok, s->hp->rms_eps);
+                            weight(gs, il, role), E, s->n_tok, s->hp->rms_eps, gs->xn_codes);
 }
 
 /* The norm before the mixer (ffn false) or the experts of layer il. */
@@ -436,7 +445,7 @@ static int mixer_end(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
     const bg_hparams *hp = s->hp;
     return gs->api->add_rmsnorm(gs->g, buf(gs, BG_BUF_X), buf(gs, BG_BUF_OUT),
                                 buf(gs, BG_BUF_XN), weight(gs, il, norm_role(hp, true)),
-                                hp->n_embd, s->n_tok, hp->rms_eps);
+                                hp->n_embd, s->n_tok, hp->rms_eps, gs->xn_codes);
 }
 
 /* The end of layer il's feed-forward half in one pass: the routed rows in
@@ -451,7 +460,7 @@ static int ffn_end(bg_gpu_session *gs, const brigade_session *s, uint32_t il, co
     return gs->api->expert_sum(gs->g, buf(gs, BG_BUF_X), buf(gs, BG_BUF_XN),
                                buf(gs, BG_BUF_SLOT_OUT), w, n_used, shared,
                                shared ? weight(gs, il, BG_ROLE_FFN_GATE_INP_SHEXP) : NULL,
-                               norm_w, hp->n_embd, s->n_tok, hp->rms_eps);
+                               norm_w, hp->n_embd, s->n_tok, hp->rms_eps, gs->xn_codes);
 }
 
 /* The shared expert's output rows: gy, where it ran apart. */
@@ -563,7 +572,7 @@ brigade_status bg_gpu_head(bg_gpu_session *gs, brigade_session *s, const uint32_
     int rc = put_x(gs, s);
     for (uint32_t r = 0; r < n_rows && !rc; r++)
         rc = gs->api->rmsnorm(gs->g, xn + (size_t)r * E, E, x + (size_t)rows[r] * E, E, d_norm, E,
-                              1, hp->rms_eps);
+                              1, hp->rms_eps, NULL);
     for (uint32_t r0 = 0; r0 < n_rows && !rc; r0 += BG_GPU_LOGITS_ROWS) {
         uint32_t n = n_rows - r0 < BG_GPU_LOGITS_ROWS ? n_rows - r0 : BG_GPU_LOGITS_ROWS;
         rc = gs->api->matmul(gs->g, head->type, at(gs, gs->layout.head_off), head->ne[0],

@@ -62,11 +62,12 @@ void bg_plan_session(const bg_hparams *hp, uint32_t n_ctx, uint32_t n_ubatch, ui
      * by expert */
     b[BG_BUF_MEMBERS] = max3(ub, BG_GPU_MOE_GROUP_INTS(ub * K, hp->n_expert), 1) * sizeof(int32_t);
     uint64_t max_in = max3(hp->n_embd, max3(qh, value_dim, hp->n_ff_exp), hp->n_ff_shexp);
-    /* xq: the CPU's packed activations; on the GPU, the activations coded
-     * for integer products (every token's row, or every slot's for the
-     * experts' down rows) */
-    b[BG_BUF_XQ] = max3(bg_matmul_scratch(max_in, ub), ub * BG_GPU_ACT_CODE_BYTES(max_in),
-                        ub * tok_slots * BG_GPU_ACT_CODE_BYTES(hp->n_ff_exp));
+    /* xq: the CPU's packed activations; on the GPU, the normed rows coded
+     * by their norm, then the activations a product codes for itself
+     * (every token's row, or every slot's for the experts' down rows) */
+    const uint64_t xn_codes = ub * BG_GPU_ACT_CODE_BYTES(hp->n_embd);
+    b[BG_BUF_XQ] = max3(bg_matmul_scratch(max_in, ub), xn_codes + ub * BG_GPU_ACT_CODE_BYTES(max_in),
+                        xn_codes + ub * tok_slots * BG_GPU_ACT_CODE_BYTES(hp->n_ff_exp));
     b[BG_BUF_TOK_SEQ] = b[BG_BUF_TOK_POS] = ub * sizeof(uint32_t);
     b[BG_BUF_SEQ_PAST] = b[BG_BUF_SEQ_COUNT] = (uint64_t)n_seq * sizeof(uint32_t);
     for (int i = 0; i < BG_BUF_COUNT; i++)

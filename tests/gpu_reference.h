@@ -107,10 +107,12 @@ static int m_matmul(bg_gpu *g, uint32_t type, const void *w, uint64_t n_in, uint
     return 0;
 }
 
+/* The reference leaves coded rows (the d_xq of gpu.h) alone: its products
+ * work from the floats. */
 static int m_rmsnorm(bg_gpu *g, float *y, size_t ys, const float *x, size_t xs, const float *w,
-                     uint32_t n, uint32_t rows, float eps)
+                     uint32_t n, uint32_t rows, float eps, uint8_t *yq)
 {
-    (void)g;
+    (void)g, (void)yq;
     for (uint32_t r = 0; r < rows; r++)
         bg_rmsnorm(y + r * ys, x + r * xs, w, n, eps);
     return 0;
@@ -135,8 +137,9 @@ static int m_silu_mul(bg_gpu *g, float *gate, const float *up, uint32_t n, size_
 }
 
 static int m_matmul_multi(bg_gpu *g, const bg_gpu_proj *proj, uint32_t n_proj, uint64_t n_in,
-                          const float *x, size_t xs, uint32_t n_tok)
+                          const float *x, size_t xs, const uint8_t *xq, uint32_t n_tok)
 {
+    (void)xq;
     for (uint32_t k = 0; k < n_proj; k++)
         m_matmul(g, proj[k].type, proj[k].d_w, n_in, proj[k].n_out, x, xs, proj[k].d_y,
                  proj[k].y_stride, n_tok);
@@ -160,15 +163,16 @@ static int m_matmul_swiglu(bg_gpu *g, uint32_t type, const void *wg, const void 
 }
 
 static int m_add_rmsnorm(bg_gpu *g, float *x, const float *y, float *xn, const float *w,
-                         uint32_t n, uint32_t rows, float eps)
+                         uint32_t n, uint32_t rows, float eps, uint8_t *xq)
 {
     m_add(g, x, y, (uint64_t)n * rows);
-    return m_rmsnorm(g, xn, n, x, n, w, n, rows, eps);
+    return m_rmsnorm(g, xn, n, x, n, w, n, rows, eps, xq);
 }
 
 static int m_expert_sum(bg_gpu *g, float *x, float *xn, const float *slot, const float *w,
                         uint32_t K, const float *shared, const float *shared_w,
-                        const float *norm_w, uint32_t n, uint32_t n_tok, float eps)
+                        const float *norm_w, uint32_t n, uint32_t n_tok, float eps,
+                        uint8_t *xq)
 {
     (void)g;
     float *o = malloc(n * sizeof *o);
@@ -192,7 +196,7 @@ static int m_expert_sum(bg_gpu *g, float *x, float *xn, const float *slot, const
             x[t * n + j] += o[j];
     }
     free(o);
-    return norm_w ? m_rmsnorm(g, xn, n, x, n, norm_w, n, n_tok, eps) : 0;
+    return norm_w ? m_rmsnorm(g, xn, n, x, n, norm_w, n, n_tok, eps, xq) : 0;
 }
 
 static uint64_t head_bytes(uint32_t type, uint32_t D)
@@ -447,10 +451,11 @@ static int m_route(bg_gpu *g, float *router, uint32_t n_tok, uint32_t n_expert, 
 }
 
 /* Expert by expert over route's grouping, each slot on its own. */
-static int m_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *xn, const void *wg,
-                 const void *wu, const void *wd, const int32_t *groups, float *h,
+static int m_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *xn, const uint8_t *xq,
+                 const void *wg, const void *wu, const void *wd, const int32_t *groups, float *h,
                  float *slot_out)
 {
+    (void)xq;
     const uint32_t K = a->n_used, E = a->n_embd, F = a->n_ff, n_expert = a->n_expert;
     const int32_t *offsets = groups, *sorted = groups + 2 * n_expert + 2;
     float *up = malloc(F * sizeof *up);

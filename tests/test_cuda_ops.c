@@ -154,7 +154,9 @@ static void matmuls(void)
 }
 
 /* Several products of one input: one launch when their activations code
- * alike (and a scratch is set), else one after another. */
+ * alike (and a scratch is set), else one after another; then of a norm's
+ * output with the norm's coded rows (used by the K-quant products, ignored
+ * by the others). */
 static void multis(void)
 {
     static const uint32_t sets[][3] = {
@@ -175,14 +177,24 @@ static void multis(void)
                 dp[k] = (bg_gpu_proj){sets[i][k], D(w[k]), n_out[k], D(y[k]), n_out[k] + 3};
                 rp[k] = (bg_gpu_proj){sets[i][k], R(w[k]), n_out[k], R(y[k]), n_out[k] + 3};
             }
-            int rc = dev->matmul_multi(dg, dp, 3, n_in, D(x), n_in, n);
-            mock.matmul_multi(rg, rp, 3, n_in, R(x), n_in, n);
-            for (int k = 0; k < 3; k++) {
-                double e = rc ? INFINITY : compare_floats(y[k], n * (n_out[k] + 3));
-                CHECK(e <= 1e-5, "matmul_multi %s/%s/%s, %u tokens, product %d: NMSE %.3g%s%s",
-                      brigade_type_name(sets[i][0]), brigade_type_name(sets[i][1]),
-                      brigade_type_name(sets[i][2]), n, k, e, rc ? ": " : "",
-                      rc ? dev->error(dg) : "");
+            uint64_t nw = put_random(n_in, 1.0f), xq = take(n * BG_GPU_ACT_CODE_BYTES(n_in));
+            for (int coded = 0; coded < 2; coded++) {
+                int rc = 0;
+                if (coded) { /* x normed in place, with its codes */
+                    rc = dev->rmsnorm(dg, D(x), n_in, D(x), n_in, D(nw), n_in, n, 1e-6f, D(xq));
+                    mock.rmsnorm(rg, R(x), n_in, R(x), n_in, R(nw), n_in, n, 1e-6f, NULL);
+                }
+                rc = rc ? rc : dev->matmul_multi(dg, dp, 3, n_in, D(x), n_in,
+                                                 coded ? D(xq) : NULL, n);
+                mock.matmul_multi(rg, rp, 3, n_in, R(x), n_in, NULL, n);
+                for (int k = 0; k < 3; k++) {
+                    double e = rc ? INFINITY : compare_floats(y[k], n * (n_out[k] + 3));
+                    CHECK(e <= 1e-5,
+                          "matmul_multi %s/%s/%s%s, %u tokens, product %d: NMSE %.3g%s%s",
+                          brigade_type_name(sets[i][0]), brigade_type_name(sets[i][1]),
+                          brigade_type_name(sets[i][2]), coded ? " (coded by the norm)" : "",
+                          n, k, e, rc ? ": " : "", rc ? dev->error(dg) : "");
+                }
             }
             used = mark;
         }
@@ -202,10 +214,10 @@ static void expert_sums(void)
         uint64_t mark = used, x = put_random(n * rows, 1.0f), xn = put_random(n * rows, 1.0f);
         int rc = dev->expert_sum(dg, D(x), D(xn), D(slot), weighed ? D(w) : NULL, K,
                                  with_shared ? D(shared) : NULL, D(shared_w),
-                                 with_norm ? D(norm_w) : NULL, n, rows, 1e-6f);
+                                 with_norm ? D(norm_w) : NULL, n, rows, 1e-6f, NULL);
         mock.expert_sum(rg, R(x), R(xn), R(slot), weighed ? R(w) : NULL, K,
                         with_shared ? R(shared) : NULL, R(shared_w), with_norm ? R(norm_w) : NULL,
-                        n, rows, 1e-6f);
+                        n, rows, 1e-6f, NULL);
         double ex = rc ? INFINITY : compare_floats(x, n * rows);
         double exn = rc ? INFINITY : compare_floats(xn, n * rows);
         CHECK(ex <= 1e-12 && exn <= 1e-10,
@@ -221,8 +233,8 @@ static void small_ops(void)
     const uint32_t n = 320, rows = 5;
     uint64_t x = put_random(n * rows, 2.0f), w = put_random(n, 1.0f);
     uint64_t y = take(n * rows * 4);
-    dev->rmsnorm(dg, D(y), n, D(x), n, D(w), n, rows, 1e-6f);
-    mock.rmsnorm(rg, R(y), n, R(x), n, R(w), n, rows, 1e-6f);
+    dev->rmsnorm(dg, D(y), n, D(x), n, D(w), n, rows, 1e-6f, NULL);
+    mock.rmsnorm(rg, R(y), n, R(x), n, R(w), n, rows, 1e-6f, NULL);
     CHECK(compare_floats(y, n * rows) <= 1e-10, "rmsnorm");
     dev->silu_mul(dg, D(x), D(y), n - 8, n, rows);
     mock.silu_mul(rg, R(x), R(y), n - 8, n, rows);
@@ -230,8 +242,8 @@ static void small_ops(void)
     uint64_t out = put_random(n * rows, 1.0f);
     /* the residual and the next norm in one pass: x and xn both */
     uint64_t xn = take(n * rows * 4);
-    dev->add_rmsnorm(dg, D(x), D(out), D(xn), D(w), n, rows, 1e-6f);
-    mock.add_rmsnorm(rg, R(x), R(out), R(xn), R(w), n, rows, 1e-6f);
+    dev->add_rmsnorm(dg, D(x), D(out), D(xn), D(w), n, rows, 1e-6f, NULL);
+    mock.add_rmsnorm(rg, R(x), R(out), R(xn), R(w), n, rows, 1e-6f, NULL);
     CHECK(compare_floats(x, n * rows) <= 1e-12, "add_rmsnorm: x");
     CHECK(compare_floats(xn, n * rows) <= 1e-10, "add_rmsnorm: xn");
     expert_sums();
@@ -421,6 +433,16 @@ static void moes(void)
             uint64_t sd = put_weights(a.type_down, a.n_ff, a.n_embd, 0.08f);
             uint64_t h = take((uint64_t)all * a.n_ff * 4);
             uint64_t so = take((uint64_t)all * a.n_embd * 4);
+            /* xn normed in place with its codes on every other case: the
+             * gate/up products take the norm's codes */
+            const bool coded = (i + ti) % 2 == 0;
+            uint64_t xq = take(n_tok * BG_GPU_ACT_CODE_BYTES(a.n_embd));
+            if (coded) {
+                dev->rmsnorm(dg, D(xn), a.n_embd, D(xn), a.n_embd, NULL, a.n_embd, n_tok, 1e-6f,
+                             D(xq));
+                mock.rmsnorm(rg, R(xn), a.n_embd, R(xn), a.n_embd, NULL, a.n_embd, n_tok, 1e-6f,
+                             NULL);
+            }
             int rc = dev->route(dg, D(router), n_tok, a.n_expert, a.n_used, D(chosen), D(cw),
                                 D(groups));
             mock.route(rg, R(router), n_tok, a.n_expert, a.n_used, R(chosen), R(cw), R(groups));
@@ -445,13 +467,15 @@ static void moes(void)
                 da.d_gate_shexp = D(sg), da.d_up_shexp = D(su), da.d_down_shexp = D(sd);
                 ra.d_gate_shexp = R(sg), ra.d_up_shexp = R(su), ra.d_down_shexp = R(sd);
             }
-            rc = dev->moe(dg, &da, D(xn), D(wg), D(wu), D(wd), D(groups), D(h), D(so));
-            mock.moe(rg, &ra, R(xn), R(wg), R(wu), R(wd), R(groups), R(h), R(so));
+            rc = dev->moe(dg, &da, D(xn), coded ? D(xq) : NULL, D(wg), D(wu), D(wd), D(groups),
+                          D(h), D(so));
+            mock.moe(rg, &ra, R(xn), NULL, R(wg), R(wu), R(wd), R(groups), R(h), R(so));
             e = rc ? INFINITY : compare_floats(so, (uint64_t)all * a.n_embd);
-            CHECK(e <= 1e-5, "moe %s/%s/%s%s, %u tokens: NMSE %.3g%s%s",
+            CHECK(e <= 1e-5, "moe %s/%s/%s%s%s, %u tokens: NMSE %.3g%s%s",
                   brigade_type_name(a.type_gate), brigade_type_name(a.type_up),
-                  brigade_type_name(a.type_down), shared ? " with the shared expert" : "", n_tok,
-                  e, rc ? ": " : "", rc ? dev->error(dg) : "");
+                  brigade_type_name(a.type_down), shared ? " with the shared expert" : "",
+                  coded ? " (coded by the norm)" : "", n_tok, e, rc ? ": " : "",
+                  rc ? dev->error(dg) : "");
             used = mark;
         }
 }

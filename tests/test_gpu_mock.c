@@ -68,22 +68,22 @@ static int g_matmul(bg_gpu *g, uint32_t type, const void *w, uint64_t n_in, uint
                          .s2 = ys, .n = n_tok, .p = {(void *)w, (void *)x, y}});
 }
 static int g_rmsnorm(bg_gpu *g, float *y, size_t ys, const float *x, size_t xs, const float *w,
-                     uint32_t n, uint32_t rows, float eps)
+                     uint32_t n, uint32_t rows, float eps, uint8_t *yq)
 {
     if (capturing < 0)
-        return m_rmsnorm(g, y, ys, x, xs, w, n, rows, eps);
+        return m_rmsnorm(g, y, ys, x, xs, w, n, rows, eps, yq);
     return record(&(rec){.op = OP_RMSNORM, .s1 = ys, .s2 = xs, .n = n, .rows = rows, .eps = eps,
-                         .p = {y, (void *)x, (void *)w}});
+                         .p = {y, (void *)x, (void *)w, yq}});
 }
 static int g_matmul_multi(bg_gpu *g, const bg_gpu_proj *proj, uint32_t n_proj, uint64_t n_in,
-                          const float *x, size_t xs, uint32_t n_tok)
+                          const float *x, size_t xs, const uint8_t *xq, uint32_t n_tok)
 {
     if (capturing < 0)
-        return m_matmul_multi(g, proj, n_proj, n_in, x, xs, n_tok);
+        return m_matmul_multi(g, proj, n_proj, n_in, x, xs, xq, n_tok);
     if (n_proj > BG_GPU_MAX_PROJ)
         return -1;
     rec r = {.op = OP_MATMUL_MULTI, .n_in = n_in, .s1 = xs, .n = n_tok, .rows = n_proj,
-             .p = {(void *)x}};
+             .p = {(void *)x, (void *)xq}};
     memcpy(r.proj, proj, n_proj * sizeof *proj);
     return record(&r);
 }
@@ -98,12 +98,12 @@ static int g_matmul_swiglu(bg_gpu *g, uint32_t type, const void *wg, const void 
                          .p = {(void *)wg, (void *)wu, (void *)x, h}});
 }
 static int g_add_rmsnorm(bg_gpu *g, float *x, const float *y, float *xn, const float *w,
-                         uint32_t n, uint32_t rows, float eps)
+                         uint32_t n, uint32_t rows, float eps, uint8_t *xq)
 {
     if (capturing < 0)
-        return m_add_rmsnorm(g, x, y, xn, w, n, rows, eps);
+        return m_add_rmsnorm(g, x, y, xn, w, n, rows, eps, xq);
     return record(&(rec){.op = OP_ADD_RMSNORM, .n = n, .rows = rows, .eps = eps,
-                         .p = {x, (void *)y, xn, (void *)w}});
+                         .p = {x, (void *)y, xn, (void *)w, xq}});
 }
 static int g_silu_mul(bg_gpu *g, float *gate, const float *up, uint32_t n, size_t stride,
                       uint32_t rows)
@@ -115,13 +115,14 @@ static int g_silu_mul(bg_gpu *g, float *gate, const float *up, uint32_t n, size_
 }
 static int g_expert_sum(bg_gpu *g, float *x, float *xn, const float *slot, const float *w,
                         uint32_t k, const float *shared, const float *shared_w,
-                        const float *norm_w, uint32_t n, uint32_t n_tok, float eps)
+                        const float *norm_w, uint32_t n, uint32_t n_tok, float eps,
+                        uint8_t *xq)
 {
     if (capturing < 0)
-        return m_expert_sum(g, x, xn, slot, w, k, shared, shared_w, norm_w, n, n_tok, eps);
+        return m_expert_sum(g, x, xn, slot, w, k, shared, shared_w, norm_w, n, n_tok, eps, xq);
     return record(&(rec){.op = OP_EXPERT_SUM, .n = n, .rows = n_tok, .len = k, .eps = eps,
                          .p = {x, xn, (void *)slot, (void *)w, (void *)shared, (void *)shared_w,
-                               (void *)norm_w}});
+                               (void *)norm_w, xq}});
 }
 static int g_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *q, float *kv, float *gate,
                        float *attn, const float *qn, const float *kn, uint8_t *kc, uint8_t *vc,
@@ -151,14 +152,15 @@ static int g_route(bg_gpu *g, float *router, uint32_t n_tok, uint32_t n_expert, 
     return record(&(rec){.op = OP_ROUTE, .n = n_tok, .n_in = n_expert, .n_out = k,
                          .p = {router, chosen, cw, groups}});
 }
-static int g_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *xn, const void *wg,
-                 const void *wu, const void *wd, const int32_t *groups, float *h, float *so)
+static int g_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *xn, const uint8_t *xq,
+                 const void *wg, const void *wu, const void *wd, const int32_t *groups, float *h,
+                 float *so)
 {
     if (capturing < 0)
-        return m_moe(g, a, xn, wg, wu, wd, groups, h, so);
+        return m_moe(g, a, xn, xq, wg, wu, wd, groups, h, so);
     return record(&(rec){.op = OP_MOE, .moe = *a,
-                         .p = {(void *)xn, (void *)wg, (void *)wu, (void *)wd, (void *)groups, h,
-                               so}});
+                         .p = {(void *)xn, (void *)xq, (void *)wg, (void *)wu, (void *)wd,
+                               (void *)groups, h, so}});
 }
 
 static void run_recs(bg_gpu *g, int k)
@@ -170,11 +172,13 @@ static void run_recs(bg_gpu *g, int k)
         case OP_MATMUL:
             m_matmul(g, r->type, p[0], r->n_in, r->n_out, p[1], r->s1, p[2], r->s2, r->n);
             break;
-        case OP_RMSNORM: m_rmsnorm(g, p[0], r->s1, p[1], r->s2, p[2], r->n, r->rows, r->eps); break;
+        case OP_RMSNORM:
+            m_rmsnorm(g, p[0], r->s1, p[1], r->s2, p[2], r->n, r->rows, r->eps, p[3]);
+            break;
         case OP_SILU_MUL: m_silu_mul(g, p[0], p[1], r->n, r->s1, r->rows); break;
         case OP_EXPERT_SUM:
             m_expert_sum(g, p[0], p[1], p[2], p[3], (uint32_t)r->len, p[4], p[5], p[6], r->n,
-                         r->rows, r->eps);
+                         r->rows, r->eps, p[7]);
             break;
         case OP_ATTN:
             m_attention(g, &r->attn, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9]);
@@ -187,13 +191,17 @@ static void run_recs(bg_gpu *g, int k)
             m_matmul_swiglu(g, r->type, p[0], p[1], r->n_in, r->n_out, p[2], r->s1, p[3], r->s2,
                             r->n);
             break;
-        case OP_MATMUL_MULTI: m_matmul_multi(g, r->proj, r->rows, r->n_in, p[0], r->s1, r->n); break;
-        case OP_ADD_RMSNORM: m_add_rmsnorm(g, p[0], p[1], p[2], p[3], r->n, r->rows, r->eps); break;
+        case OP_MATMUL_MULTI:
+            m_matmul_multi(g, r->proj, r->rows, r->n_in, p[0], r->s1, p[1], r->n);
+            break;
+        case OP_ADD_RMSNORM:
+            m_add_rmsnorm(g, p[0], p[1], p[2], p[3], r->n, r->rows, r->eps, p[4]);
+            break;
         case OP_ROUTE:
             m_route(g, p[0], r->n, (uint32_t)r->n_in, (uint32_t)r->n_out, p[1], p[2], p[3]);
             break;
         case OP_MOE:
-            m_moe(g, &r->moe, p[0], p[1], p[2], p[3], p[4], p[5], p[6]);
+            m_moe(g, &r->moe, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]);
             break;
         }
     }

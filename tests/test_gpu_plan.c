@@ -273,8 +273,15 @@ static void device_buffers(void)
                       b[BG_BUF_MEMBERS] >= ub * 4,
                   "%s ub %llu: members %llu bytes", names[i], (unsigned long long)ub,
                   (unsigned long long)b[BG_BUF_MEMBERS]);
-            CHECK(b[BG_BUF_XQ] >= slots * BG_GPU_ACT_CODE_BYTES(hp->n_ff_exp) &&
-                      b[BG_BUF_XQ] >= ub * BG_GPU_ACT_CODE_BYTES(hp->n_embd),
+            /* the normed rows' codes, then a product's own */
+            const uint64_t xn_codes = ub * BG_GPU_ACT_CODE_BYTES(hp->n_embd);
+            uint64_t widest = hp->n_embd; /* a product's input: attention/DeltaNet out */
+            if ((uint64_t)hp->n_head * hp->head_dim > widest)
+                widest = (uint64_t)hp->n_head * hp->head_dim;
+            if ((uint64_t)hp->ssm_state_size * hp->ssm_time_step_rank > widest)
+                widest = (uint64_t)hp->ssm_state_size * hp->ssm_time_step_rank;
+            CHECK(b[BG_BUF_XQ] >= xn_codes + slots * BG_GPU_ACT_CODE_BYTES(hp->n_ff_exp) &&
+                      b[BG_BUF_XQ] >= xn_codes + ub * BG_GPU_ACT_CODE_BYTES(widest),
                   "%s ub %llu: xq %llu bytes", names[i], (unsigned long long)ub,
                   (unsigned long long)b[BG_BUF_XQ]);
             /* every slot's output row; the up rows wait there when gate and up

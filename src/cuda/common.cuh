@@ -113,6 +113,125 @@ __constant__ static const int8_t bg_iq4_values[16] = {
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
 };
 
+// -------------------------------------------- activations for integer dots
+
+// How the CPU converts activations before a dot product with weights of
+// a type (quant.c's dot_type): kept as floats, rounded to f16 or bf16, or
+// coded in int8 with a scale per 32 (Q8_0) or per 256 (Q8_K).
+enum { ACT_F32, ACT_F16, ACT_BF16, ACT_Q8_0, ACT_Q8_K };
+
+// A lane's 32 activations (one chunk) as the CPU's conversion codes them.
+// Q8_0/Q8_1: d = amax / 127 (kept as f16), codes round(x * 127 / amax)
+// ties to even (the x86 activation path; Q8_1's cached sum is not
+// modelled). Q8_K: per 256 values, the 8 lanes of a super-block agree on
+// the largest magnitude (first on ties), d = max / -127, codes
+// min(127, round(x / d)). Every lane of the warp must call it for Q8_K.
+template <int K>
+__device__ __forceinline__ void bg_code_act(const float x[32], bool active, float q[32], float *d)
+{
+    float amax = 0.0f, max = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 32; j++)
+        if (fabsf(x[j]) > amax) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    if (K == ACT_Q8_0) {
+        *d = bg_h2f(bg_f2h(amax / 127.f));
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+#pragma unroll
+        for (int j = 0; j < 32; j++)
+            q[j] = rintf(x[j] * id);
+        return;
+    }
+    // Q8_K: the super-block's 8 chunks are 8 neighbouring lanes
+    if (!active)
+        amax = -1.0f;
+    for (int o = 1; o < 8; o <<= 1) {
+        const float oa = __shfl_xor_sync(0xffffffffu, amax, o);
+        const float om = __shfl_xor_sync(0xffffffffu, max, o);
+        const bool lower = ((threadIdx.x ^ o) & 7) < (threadIdx.x & 7);
+        if (oa > amax || (oa == amax && lower)) {
+            amax = oa;
+            max = om;
+        }
+    }
+    if (amax <= 0.0f) {
+        *d = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 32; j++)
+            q[j] = 0.0f;
+        return;
+    }
+    const float iscale = -127.f / max;
+    *d = 1 / iscale;
+#pragma unroll
+    for (int j = 0; j < 32; j++)
+        q[j] = fminf(127.f, rintf(iscale * x[j]));
+}
+
+// 32 floats from p (16-byte aligned), or zeros for an inactive lane.
+__device__ __forceinline__ void bg_load32(const float *p, bool active, float v[32])
+{
+    if (active) {
+        const float4 *q = BG_ALIGNED(const float4 *, p);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const float4 f = q[j];
+            v[4 * j] = f.x, v[4 * j + 1] = f.y, v[4 * j + 2] = f.z, v[4 * j + 3] = f.w;
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < 32; j++)
+            v[j] = 0.0f;
+    }
+}
+
+// Bytes of one token's coded activations for rows of n_in: the codes, then
+// a float scale per 32, padded to 16 bytes (gpu.h's BG_GPU_ACT_CODE_BYTES).
+__host__ __device__ constexpr uint64_t bg_code_row_bytes(uint64_t n_in)
+{
+    return BG_GPU_ACT_CODE_BYTES(n_in);
+}
+
+// Stores chunk c's 32 codes and scale into a coded row of n_in: the codes
+// first (16-byte aligned), then a float scale per 32.
+__device__ __forceinline__ void bg_store_codes(uint8_t *row, uint64_t n_in, uint64_t c,
+                                               const float q[32], float d)
+{
+    uint32_t words[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        words[k] = (uint32_t)(uint8_t)(int8_t)q[4 * k] |
+                   (uint32_t)(uint8_t)(int8_t)q[4 * k + 1] << 8 |
+                   (uint32_t)(uint8_t)(int8_t)q[4 * k + 2] << 16 |
+                   (uint32_t)(uint8_t)(int8_t)q[4 * k + 3] << 24;
+    uint4 *out = BG_ALIGNED(uint4 *, row + c * 32);
+    out[0] = make_uint4(words[0], words[1], words[2], words[3]);
+    out[1] = make_uint4(words[4], words[5], words[6], words[7]);
+    ((float *)(row + n_in))[c] = d;
+}
+
+// One row of n values (a multiple of 256, 16-byte aligned) coded for
+// K-quant weights (Q8_K) by the calling block, a thread per 32; the block's
+// writes of x must be visible (after a barrier). Whole warps take part in
+// the exchange between a super-block's 8 chunks.
+__device__ __forceinline__ void bg_block_code_row(const float *x, uint32_t n, uint8_t *row)
+{
+    const uint32_t n_chunks = n / 32;
+    for (uint32_t c0 = 0; c0 < n_chunks; c0 += blockDim.x) {
+        if (c0 + threadIdx.x / 32 * 32 >= n_chunks)
+            break; // the whole warp is past the end
+        const uint32_t c = c0 + threadIdx.x;
+        const bool active = c < n_chunks;
+        float v[32], q[32], d;
+        bg_load32(x + (size_t)c * 32, active, v);
+        bg_code_act<ACT_Q8_K>(v, active, q, &d);
+        if (active)
+            bg_store_codes(row, n, c, q, d);
+    }
+}
+
 // ------------------------------------------------------- block formats
 
 // Bytes per block and elements per block, as src/types.c.
@@ -340,7 +459,7 @@ int bg_cuda_matmul(bg_gpu *g, uint32_t type, const void *d_w, uint64_t n_in, uin
                    const float *d_x, size_t x_stride, float *d_y, size_t y_stride,
                    uint32_t n_tok);
 int bg_cuda_matmul_multi(bg_gpu *g, const bg_gpu_proj *proj, uint32_t n_proj, uint64_t n_in,
-                         const float *d_x, size_t x_stride, uint32_t n_tok);
+                         const float *d_x, size_t x_stride, const uint8_t *d_xq, uint32_t n_tok);
 int bg_cuda_matmul_swiglu(bg_gpu *g, uint32_t type, const void *d_wg, const void *d_wu,
                           uint64_t n_in, uint64_t n_out, const float *d_x, size_t x_stride,
                           float *d_h, size_t h_stride, uint32_t n_tok);
@@ -348,9 +467,9 @@ int bg_cuda_silu_mul(bg_gpu *g, float *d_g, const float *d_u, uint32_t n, size_t
                      uint32_t n_tok);
 int bg_cuda_route(bg_gpu *g, float *d_router, uint32_t n_tok, uint32_t n_expert, uint32_t n_used,
                   int32_t *d_chosen, float *d_chosen_w, int32_t *d_groups);
-int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_xn, const void *d_gate,
-                const void *d_up, const void *d_down, const int32_t *d_groups, float *d_h,
-                float *d_slot_out);
+int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_xn, const uint8_t *d_xq,
+                const void *d_gate, const void *d_up, const void *d_down,
+                const int32_t *d_groups, float *d_h, float *d_slot_out);
 int bg_cuda_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *d_q, float *d_kv,
                       float *d_gate, float *d_attn, const float *d_q_norm, const float *d_k_norm,
                       uint8_t *d_k_cache, uint8_t *d_v_cache, const uint32_t *d_tok_seq,

@@ -13,7 +13,6 @@ enum { MM_WARPS = 4, MM_TOK = 8 };
 // How the CPU converts activations before a dot product with weights of
 // type T (quant.c's dot_type and quantize_activations): the GPU applies the
 // same rounding to x, so both sides multiply the same numbers.
-enum { ACT_F32, ACT_F16, ACT_BF16, ACT_Q8_0, ACT_Q8_K };
 template <int T> struct bg_act { enum { kind = ACT_Q8_0 }; }; // q4_0, q5_0, q8_0, iq4_nl, q4_1, q5_1
 template <> struct bg_act<T_F32> { enum { kind = ACT_F32 }; };
 template <> struct bg_act<T_F16> { enum { kind = ACT_F16 }; };
@@ -22,56 +21,6 @@ template <> struct bg_act<T_Q4_K> { enum { kind = ACT_Q8_K }; };
 template <> struct bg_act<T_Q5_K> { enum { kind = ACT_Q8_K }; };
 template <> struct bg_act<T_Q6_K> { enum { kind = ACT_Q8_K }; };
 template <> struct bg_act<T_IQ4_XS> { enum { kind = ACT_Q8_K }; };
-
-// A lane's 32 activations (one chunk) as the CPU's conversion codes them.
-// Q8_0/Q8_1: d = amax / 127 (kept as f16), codes round(x * 127 / amax)
-// ties to even (the x86 activation path; Q8_1's cached sum is not
-// modelled). Q8_K: per 256 values, the 8 lanes of a super-block agree on
-// the largest magnitude (first on ties), d = max / -127, codes
-// min(127, round(x / d)). Every lane of the warp must call it for Q8_K.
-template <int K>
-__device__ __forceinline__ void bg_code_act(const float x[32], bool active, float q[32], float *d)
-{
-    float amax = 0.0f, max = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 32; j++)
-        if (fabsf(x[j]) > amax) {
-            amax = fabsf(x[j]);
-            max = x[j];
-        }
-    if (K == ACT_Q8_0) {
-        *d = bg_h2f(bg_f2h(amax / 127.f));
-        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
-#pragma unroll
-        for (int j = 0; j < 32; j++)
-            q[j] = rintf(x[j] * id);
-        return;
-    }
-    // Q8_K: the super-block's 8 chunks are 8 neighbouring lanes
-    if (!active)
-        amax = -1.0f;
-    for (int o = 1; o < 8; o <<= 1) {
-        const float oa = __shfl_xor_sync(0xffffffffu, amax, o);
-        const float om = __shfl_xor_sync(0xffffffffu, max, o);
-        const bool lower = ((threadIdx.x ^ o) & 7) < (threadIdx.x & 7);
-        if (oa > amax || (oa == amax && lower)) {
-            amax = oa;
-            max = om;
-        }
-    }
-    if (amax <= 0.0f) {
-        *d = 0.0f;
-#pragma unroll
-        for (int j = 0; j < 32; j++)
-            q[j] = 0.0f;
-        return;
-    }
-    const float iscale = -127.f / max;
-    *d = 1 / iscale;
-#pragma unroll
-    for (int j = 0; j < 32; j++)
-        q[j] = fminf(127.f, rintf(iscale * x[j]));
-}
 
 // Rounds a lane's 32 activations as the CPU's conversion does (codes times
 // their scale, for the float path).
@@ -96,23 +45,6 @@ template <int K> __device__ __forceinline__ void bg_round_act(float x[32], bool 
 #pragma unroll
     for (int j = 0; j < 32; j++)
         x[j] = q[j] * d;
-}
-
-// 32 floats from p (16-byte aligned), or zeros for an inactive lane.
-__device__ __forceinline__ void bg_load32(const float *p, bool active, float v[32])
-{
-    if (active) {
-        const float4 *q = BG_ALIGNED(const float4 *, p);
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const float4 f = q[j];
-            v[4 * j] = f.x, v[4 * j + 1] = f.y, v[4 * j + 2] = f.z, v[4 * j + 3] = f.w;
-        }
-    } else {
-#pragma unroll
-        for (int j = 0; j < 32; j++)
-            v[j] = 0.0f;
-    }
 }
 
 // The accumulators of NR rows by MM_TOK tokens: zeroed; summed over the
@@ -216,13 +148,6 @@ __device__ __forceinline__ void bg_int32<T_Q6_K>(const uint8_t *row, uint64_t c,
     }
 }
 
-// Bytes of one token's coded activations for rows of n_in: the codes, then
-// a float scale per 32, padded to 16 bytes (gpu.h's BG_GPU_ACT_CODE_BYTES).
-__host__ __device__ constexpr uint64_t bg_code_row_bytes(uint64_t n_in)
-{
-    return BG_GPU_ACT_CODE_BYTES(n_in);
-}
-
 // Codes rows of x (one thread per 32 values) as bg_code_act<K>.
 template <int K>
 __global__ void k_code_act(const float *x, size_t xs, uint64_t n_in, uint32_t n_rows,
@@ -235,20 +160,8 @@ __global__ void k_code_act(const float *x, size_t xs, uint64_t n_in, uint32_t n_
         float v[32], q[32], d;
         bg_load32(x + (size_t)r * xs + c * 32, active, v);
         bg_code_act<K>(v, active, q, &d);
-        if (!active)
-            continue;
-        uint8_t *row = xq + (size_t)r * qs;
-        uint32_t words[8];
-#pragma unroll
-        for (int k = 0; k < 8; k++)
-            words[k] = (uint32_t)(uint8_t)(int8_t)q[4 * k] |
-                       (uint32_t)(uint8_t)(int8_t)q[4 * k + 1] << 8 |
-                       (uint32_t)(uint8_t)(int8_t)q[4 * k + 2] << 16 |
-                       (uint32_t)(uint8_t)(int8_t)q[4 * k + 3] << 24;
-        uint4 *out = BG_ALIGNED(uint4 *, row + c * 32);
-        out[0] = make_uint4(words[0], words[1], words[2], words[3]);
-        out[1] = make_uint4(words[4], words[5], words[6], words[7]);
-        ((float *)(row + n_in))[c] = d;
+        if (active)
+            bg_store_codes(xq + (size_t)r * qs, n_in, c, q, d);
     }
 }
 
@@ -400,13 +313,23 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
 // the integer path (bg_int_path), and how.
 static bool int_path(uint32_t type) { return type == T_Q4_K || type == T_Q6_K || type == T_Q8_0; }
 
-// Codes n_rows rows of x into the scratch for products with weights of
-// `type`; returns the coded rows, or NULL (float path) when the type has
-// no integer path or the scratch is too small.
+// The activation coding of a type on the integer path (ACT_Q8_0 or
+// ACT_Q8_K), -1 for the float path.
+static int code_kind(uint32_t type)
+{
+    return type == T_Q8_0 ? ACT_Q8_0 : type == T_Q4_K || type == T_Q6_K ? ACT_Q8_K : -1;
+}
+
+// The coded rows of x for products with weights of `type`: pre (x's rows
+// coded by the norm that wrote them, or NULL) where the type codes as it
+// does, else n_rows rows coded now into the scratch; NULL (float path)
+// when the type has no integer path or the scratch is too small.
 static const uint8_t *code_act(bg_gpu *g, uint32_t type, const float *x, size_t xs,
-                               uint64_t n_in, uint32_t n_rows, int *rc)
+                               uint64_t n_in, uint32_t n_rows, const uint8_t *pre, int *rc)
 {
     *rc = 0;
+    if (pre && code_kind(type) == ACT_Q8_K && n_in % 256 == 0)
+        return pre;
     if (!int_path(type) || !g->scratch || n_in % 256 ||
         (uint64_t)n_rows * bg_code_row_bytes(n_in) > g->scratch_bytes)
         return NULL;
@@ -426,9 +349,10 @@ static dim3 mm_grid(uint64_t n_out, uint32_t n_tok)
     return dim3((unsigned)((n_out + MM_WARPS - 1) / MM_WARPS), groups > 65535 ? 65535 : groups);
 }
 
-// y = W x (w1 NULL), or y = silu(W x) * W1 x.
+// y = W x (w1 NULL), or y = silu(W x) * W1 x; xq_pre: x coded, or NULL.
 static int matmul(bg_gpu *g, uint32_t type, const void *w0, const void *w1, uint64_t n_in,
-                  uint64_t n_out, const float *x, size_t xs, float *y, size_t ys, uint32_t n_tok)
+                  uint64_t n_out, const float *x, size_t xs, const uint8_t *xq_pre, float *y,
+                  size_t ys, uint32_t n_tok)
 {
     if (n_in % 32 || xs % 4 || (uintptr_t)x % 16) {
         snprintf(g->err, sizeof g->err, "matmul: rows of %llu (stride %zu) not handled",
@@ -438,7 +362,7 @@ static int matmul(bg_gpu *g, uint32_t type, const void *w0, const void *w1, uint
     if (!n_tok || !n_out)
         return 0;
     int rc;
-    const uint8_t *xq = code_act(g, type, x, xs, n_in, n_tok, &rc);
+    const uint8_t *xq = code_act(g, type, x, xs, n_in, n_tok, xq_pre, &rc);
     if (rc)
         return rc;
     const dim3 grid = mm_grid(n_out, n_tok);
@@ -493,16 +417,9 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
     }
 }
 
-// The activation coding of a type on the integer path (ACT_Q8_0 or
-// ACT_Q8_K), -1 for the float path.
-static int code_kind(uint32_t type)
-{
-    return type == T_Q8_0 ? ACT_Q8_0 : type == T_Q4_K || type == T_Q6_K ? ACT_Q8_K : -1;
-}
-
 extern "C" int bg_cuda_matmul_multi(bg_gpu *g, const bg_gpu_proj *proj, uint32_t n_proj,
                                     uint64_t n_in, const float *d_x, size_t x_stride,
-                                    uint32_t n_tok)
+                                    const uint8_t *d_xq, uint32_t n_tok)
 {
     if (n_proj > BG_GPU_MAX_PROJ) {
         snprintf(g->err, sizeof g->err, "matmul_multi: %u products, at most %d", n_proj,
@@ -515,13 +432,14 @@ extern "C" int bg_cuda_matmul_multi(bg_gpu *g, const bg_gpu_proj *proj, uint32_t
     for (uint32_t k = 1; k < n_proj; k++)
         one = one && code_kind(proj[k].type) == code_kind(proj[0].type);
     int rc = 0;
-    const uint8_t *xq = one ? code_act(g, proj[0].type, d_x, x_stride, n_in, n_tok, &rc) : NULL;
+    const uint8_t *xq =
+        one ? code_act(g, proj[0].type, d_x, x_stride, n_in, n_tok, d_xq, &rc) : NULL;
     if (rc)
         return rc;
     if (!xq) { // one product after another
         for (uint32_t k = 0; k < n_proj; k++)
             if (matmul(g, proj[k].type, proj[k].d_w, NULL, n_in, proj[k].n_out, d_x, x_stride,
-                       proj[k].d_y, proj[k].y_stride, n_tok))
+                       d_xq, proj[k].d_y, proj[k].y_stride, n_tok))
                 return -1;
         return 0;
     }
@@ -548,14 +466,14 @@ extern "C" int bg_cuda_matmul(bg_gpu *g, uint32_t type, const void *d_w, uint64_
                               uint64_t n_out, const float *d_x, size_t x_stride, float *d_y,
                               size_t y_stride, uint32_t n_tok)
 {
-    return matmul(g, type, d_w, NULL, n_in, n_out, d_x, x_stride, d_y, y_stride, n_tok);
+    return matmul(g, type, d_w, NULL, n_in, n_out, d_x, x_stride, NULL, d_y, y_stride, n_tok);
 }
 
 extern "C" int bg_cuda_matmul_swiglu(bg_gpu *g, uint32_t type, const void *d_wg, const void *d_wu,
                                      uint64_t n_in, uint64_t n_out, const float *d_x,
                                      size_t x_stride, float *d_h, size_t h_stride, uint32_t n_tok)
 {
-    return matmul(g, type, d_wg, d_wu, n_in, n_out, d_x, x_stride, d_h, h_stride, n_tok);
+    return matmul(g, type, d_wg, d_wu, n_in, n_out, d_x, x_stride, NULL, d_h, h_stride, n_tok);
 }
 
 // ------------------------------------------------------------------ MoE
@@ -794,12 +712,13 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_expert_group(const bg_egroup 
 }
 
 // One grouped expert product (NR = 1, or gate and up fused when NR = 2 and
-// both have the type) over x's n_x rows; grid: rows by (at most) every
-// expert chosen, and the shared expert.
-static int expert_group(bg_gpu *g, int nr, uint32_t type, bg_egroup p, uint32_t n_x)
+// both have the type) over x's n_x rows (xq_pre: coded, or NULL); grid:
+// rows by (at most) every expert chosen, and the shared expert.
+static int expert_group(bg_gpu *g, int nr, uint32_t type, bg_egroup p, uint32_t n_x,
+                        const uint8_t *xq_pre)
 {
     int rc;
-    p.xq = code_act(g, type, p.x, p.xs, p.n_in, n_x, &rc);
+    p.xq = code_act(g, type, p.x, p.xs, p.n_in, n_x, xq_pre, &rc);
     if (rc)
         return rc;
     if (nr == 1)
@@ -821,7 +740,8 @@ static int expert_group(bg_gpu *g, int nr, uint32_t type, bg_egroup p, uint32_t 
 }
 
 extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_xn,
-                           const void *d_gate, const void *d_up, const void *d_down,
+                           const uint8_t *d_xq, const void *d_gate, const void *d_up,
+                           const void *d_down,
                            const int32_t *d_groups, float *d_h, float *d_slot_out)
 {
     const uint32_t slots = a->n_tok * a->n_used, n_shared = a->d_down_shexp ? a->n_tok : 0;
@@ -842,7 +762,7 @@ extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_x
     p.y = d_h, p.ys = a->n_ff;
     if (a->type_gate == a->type_up) {
         p.w[1] = (const uint8_t *)d_up, p.shared[1] = (const uint8_t *)a->d_up_shexp;
-        if (expert_group(g, 2, a->type_gate, p, a->n_tok))
+        if (expert_group(g, 2, a->type_gate, p, a->n_tok, d_xq))
             return -1;
     } else {
         // up into slot_out (free until the down rows; n_ff <= n_embd), then
@@ -851,8 +771,8 @@ extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_x
         up.w[0] = (const uint8_t *)d_up, up.shared[0] = (const uint8_t *)a->d_up_shexp;
         up.expert_bytes = a->up_expert_bytes;
         up.y = d_slot_out;
-        if (expert_group(g, 1, a->type_gate, p, a->n_tok) ||
-            expert_group(g, 1, a->type_up, up, a->n_tok) ||
+        if (expert_group(g, 1, a->type_gate, p, a->n_tok, d_xq) ||
+            expert_group(g, 1, a->type_up, up, a->n_tok, d_xq) ||
             bg_cuda_silu_mul(g, d_h, d_slot_out, a->n_ff, a->n_ff, all))
             return -1;
     }
@@ -862,5 +782,5 @@ extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_x
     down.n_in = a->n_ff, down.n_out = a->n_embd;
     down.x = d_h, down.xs = a->n_ff, down.x_div = 1;
     down.y = d_slot_out, down.ys = a->n_embd;
-    return expert_group(g, 1, a->type_down, down, all);
+    return expert_group(g, 1, a->type_down, down, all, NULL);
 }
