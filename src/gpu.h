@@ -65,11 +65,12 @@ typedef struct bg_gpu_moe_args {
 /* Bytes of one token's activations coded for integer products over rows
  * of n_in: int8 codes, a float scale per 32, padded to 16 bytes.
  *
- * Coded rows travel with normed ones: a norm (rmsnorm, add_rmsnorm,
- * expert_sum) given d_xq also codes its output rows there for K-quant
- * weights (Q8_K; n a multiple of 256), and a product of those rows
- * (matmul_multi, moe) given them uses them for K-quant weights instead of
- * coding its input again. NULL: none. */
+ * Coded rows travel with the rows they code: a producer (rmsnorm,
+ * add_rmsnorm, expert_sum; attention and deltanet for their output) given
+ * d_xq also codes its output rows there for K-quant weights (Q8_K; n a
+ * multiple of 256), and a product of those rows (matmul, matmul_multi,
+ * moe) given them uses them for K-quant weights instead of coding its
+ * input again. NULL: none. */
 #define BG_GPU_ACT_CODE_BYTES(n_in) (((uint64_t)(n_in) + (uint64_t)(n_in) / 8 + 15) / 16 * 16)
 
 /* One of several products of the same input (matmul_multi). */
@@ -107,8 +108,8 @@ typedef struct bg_gpu_api {
     /* y[t][o] = sum_i W[o][i] x[t][i] for n_tok tokens; W has n_out rows
      * of n_in in `type`. */
     int (*matmul)(bg_gpu *g, uint32_t type, const void *d_w, uint64_t n_in, uint64_t n_out,
-                  const float *d_x, size_t x_stride, float *d_y, size_t y_stride,
-                  uint32_t n_tok);
+                  const float *d_x, size_t x_stride, const uint8_t *d_xq, float *d_y,
+                  size_t y_stride, uint32_t n_tok);
     /* y_k = W_k x for n_proj <= BG_GPU_MAX_PROJ products of one input (a
      * layer's q, k, v, or DeltaNet's in-projections): one launch over all
      * their rows, the activations coded once, where the types allow; one
@@ -129,17 +130,22 @@ typedef struct bg_gpu_api {
     int (*add_rmsnorm)(bg_gpu *g, float *d_x, const float *d_y, float *d_xn, const float *d_w,
                        uint32_t n, uint32_t n_rows, float eps, uint8_t *d_xq);
     /* Attention: split, QK-norm, rope, rotation, cache store, then each
-     * token over its sequence's positions; output (gated) into d_attn. */
+     * token over its sequence's positions; output (gated) into d_attn, and
+     * coded for the out projection into d_attn_q when set (head_dim a
+     * multiple of 256). */
     int (*attention)(bg_gpu *g, const bg_gpu_attn_args *a, float *d_q, float *d_kv,
                      float *d_gate, float *d_attn, const float *d_q_norm, const float *d_k_norm,
                      uint8_t *d_k_cache, uint8_t *d_v_cache, const uint32_t *d_tok_seq,
-                     const uint32_t *d_tok_pos);
+                     const uint32_t *d_tok_pos, uint8_t *d_attn_q);
     /* DeltaNet: beta/decay from the projections, convolution, l2 norms,
-     * the state update and the gated norm; output into d_attn. */
+     * the state update and the gated norm; output into d_attn, and coded
+     * for the out projection into d_attn_q when set (Hv * S a multiple of
+     * 256). */
     int (*deltanet)(bg_gpu *g, const bg_gpu_deltanet_args *a, float *d_qkv, const float *d_z,
                     float *d_heads, const float *d_dt, const float *d_a,
                     const float *d_conv_w, const float *d_norm_w, float *d_conv,
-                    float *d_ssm, float *d_attn, const uint32_t *d_tok_seq);
+                    float *d_ssm, float *d_attn, uint8_t *d_attn_q,
+                    const uint32_t *d_tok_seq);
     /* Routing: softmax over each token's n_expert router logits (d_router,
      * left as scratch), the n_used most probable experts kept (the earlier
      * expert wins a tie) and their probabilities renormalized (sum in

@@ -23,6 +23,7 @@ struct bg_gpu_session {
     bg_gpu_layout layout;
     uint8_t *base;         /* the arena on the device */
     uint8_t *xn_codes;     /* xn coded by the norms that write it (gpu.h), or NULL */
+    uint8_t *attn_codes;   /* the mixer's output coded for its out projection, or NULL */
     bool x_on_device;      /* the device's copy of x is the newer */
     bool graphs;           /* decode steps replay CUDA graphs */
     brigade_gpu_report report;
@@ -192,6 +193,9 @@ brigade_status bg_gpu_session_new(const brigade_model *m, const bg_session_plan 
     const uint64_t ub = plan->buf_bytes[BG_BUF_X] / ((uint64_t)E * sizeof(float));
     const uint64_t codes = E % 256 == 0 ? ub * BG_GPU_ACT_CODE_BYTES(E) : 0;
     gs->xn_codes = codes && !st ? bufv(gs, BG_BUF_XQ) : NULL;
+    /* the mixer's output codes go to the products' scratch, unused from
+     * the mixer's products until its out projection reads them */
+    gs->attn_codes = gs->xn_codes ? gs->xn_codes + codes : NULL;
     if (!st && api->set_scratch(gs->g, (uint8_t *)bufv(gs, BG_BUF_XQ) + codes,
                                 plan->buf_bytes[BG_BUF_XQ] - codes))
         st = gpu_fail(gs, err, "setting the scratch");
@@ -260,11 +264,12 @@ static int put_x(bg_gpu_session *gs, const brigade_session *s)
 }
 
 /* y = W x for the micro-batch, W a 2-D weight of layer il (or any tensor
- * at a device address). */
-static int project(bg_gpu_session *gs, const brigade_session *s, const brigade_tensor_info *t,
-                   const void *d_w, const float *x, size_t x_width, float *y, size_t y_width)
+ * at a device address); xq: x coded by its producer, or NULL. */
+static int project_coded(bg_gpu_session *gs, const brigade_session *s,
+                         const brigade_tensor_info *t, const void *d_w, const float *x,
+                         size_t x_width, const uint8_t *xq, float *y, size_t y_width)
 {
-    return gs->api->matmul(gs->g, t->type, d_w, t->ne[0], t->ne[1], x, x_width, y, y_width,
+    return gs->api->matmul(gs->g, t->type, d_w, t->ne[0], t->ne[1], x, x_width, xq, y, y_width,
                            s->n_tok);
 }
 
@@ -277,7 +282,15 @@ static bg_gpu_proj projection(const bg_gpu_session *gs, const bg_layer *L, uint3
 }
 
 #define PROJECT(role, x, xw, y, yw) \
-    project(gs, s, L->t[role], weight(gs, il, role), (x), (xw), (y), (yw))
+    project_coded(gs, s, L->t[role], weight(gs, il, role), (x), (xw), NULL, (y), (yw))
+
+/* Where the mixer's output rows are coded for the out projection, when
+ * they split into whole K-quant super-blocks (for attention, each head),
+ * or NULL. */
+static uint8_t *out_codes(const bg_gpu_session *gs, bool whole_blocks)
+{
+    return whole_blocks ? gs->attn_codes : NULL;
+}
 
 static int attention(bg_gpu_session *gs, const brigade_session *s, uint32_t il, bool gated)
 {
@@ -303,13 +316,16 @@ static int attention(bg_gpu_session *gs, const brigade_session *s, uint32_t il, 
         .scale = 1.0f / sqrtf((float)hp->head_dim), .q_width = s->q_width,
         .a_width = s->a_width, .kv_width = 2 * kv_dim,
     };
+    uint8_t *aq = out_codes(gs, hp->head_dim % 256 == 0);
     rc = rc ? rc
             : gs->api->attention(gs->g, &a, q, kv, gate, attn,
                                  weight(gs, il, BG_ROLE_ATTN_Q_NORM),
                                  weight(gs, il, BG_ROLE_ATTN_K_NORM), at(gs, LL->k_off),
                                  at(gs, LL->v_off), bufv(gs, BG_BUF_TOK_SEQ),
-                                 bufv(gs, BG_BUF_TOK_POS));
-    return rc ? rc : PROJECT(BG_ROLE_ATTN_OUT, attn, s->a_width, buf(gs, BG_BUF_OUT), E);
+                                 bufv(gs, BG_BUF_TOK_POS), aq);
+    return rc ? rc
+              : project_coded(gs, s, L->t[BG_ROLE_ATTN_OUT], weight(gs, il, BG_ROLE_ATTN_OUT),
+                              attn, s->a_width, aq, buf(gs, BG_BUF_OUT), E);
 }
 
 static int deltanet(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
@@ -327,6 +343,7 @@ static int deltanet(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
         projection(gs, L, il, BG_ROLE_SSM_ALPHA, heads + Hv, 2 * Hv),
     };
     int rc = gs->api->matmul_multi(gs->g, proj, 4, E, xn, E, gs->xn_codes, s->n_tok);
+    uint8_t *aq = out_codes(gs, Hv * hp->ssm_state_size % 256 == 0);
     bg_gpu_deltanet_args a = {
         .n_tok = s->n_tok, .state = hp->ssm_state_size, .n_k_heads = hp->ssm_group_count,
         .n_v_heads = hp->ssm_time_step_rank, .conv_kernel = hp->ssm_conv_kernel,
@@ -338,8 +355,10 @@ static int deltanet(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
             : gs->api->deltanet(gs->g, &a, q, gate, heads, weight(gs, il, BG_ROLE_SSM_DT),
                                 weight(gs, il, BG_ROLE_SSM_A), weight(gs, il, BG_ROLE_SSM_CONV1D),
                                 weight(gs, il, BG_ROLE_SSM_NORM), at(gs, LL->conv_off),
-                                at(gs, LL->ssm_off), attn, bufv(gs, BG_BUF_TOK_SEQ));
-    return rc ? rc : PROJECT(BG_ROLE_SSM_OUT, attn, s->a_width, buf(gs, BG_BUF_OUT), E);
+                                at(gs, LL->ssm_off), attn, aq, bufv(gs, BG_BUF_TOK_SEQ));
+    return rc ? rc
+              : project_coded(gs, s, L->t[BG_ROLE_SSM_OUT], weight(gs, il, BG_ROLE_SSM_OUT), attn,
+                              s->a_width, aq, buf(gs, BG_BUF_OUT), E);
 }
 
 /* Router logits and each token's choice of experts, on the device, with
@@ -576,7 +595,7 @@ brigade_status bg_gpu_head(bg_gpu_session *gs, brigade_session *s, const uint32_
     for (uint32_t r0 = 0; r0 < n_rows && !rc; r0 += BG_GPU_LOGITS_ROWS) {
         uint32_t n = n_rows - r0 < BG_GPU_LOGITS_ROWS ? n_rows - r0 : BG_GPU_LOGITS_ROWS;
         rc = gs->api->matmul(gs->g, head->type, at(gs, gs->layout.head_off), head->ne[0],
-                             head->ne[1], xn + (size_t)r0 * E, E, d_logits, hp->n_vocab, n);
+                             head->ne[1], xn + (size_t)r0 * E, E, NULL, d_logits, hp->n_vocab, n);
         rc = rc ? rc
                 : gs->api->download(gs->g, logits + (size_t)r0 * hp->n_vocab, d_logits,
                                     (uint64_t)n * hp->n_vocab * sizeof(float));

@@ -256,9 +256,10 @@ static void attend_f16(const bg_gpu_attn_args *a, const uint8_t *kc, const uint8
 
 static int m_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *q, float *kv, float *gate,
                        float *attn, const float *q_norm, const float *k_norm, uint8_t *kc,
-                       uint8_t *vc, const uint32_t *tok_seq, const uint32_t *tok_pos)
+                       uint8_t *vc, const uint32_t *tok_seq, const uint32_t *tok_pos,
+                       uint8_t *attn_q)
 {
-    (void)g;
+    (void)g, (void)attn_q;
     const uint32_t D = a->head_dim, H = a->n_head, Hkv = a->n_head_kv;
     const size_t kv_dim = (size_t)Hkv * D;
     float *tmp = malloc(2 * H * D * sizeof *tmp), *krow = malloc(D * sizeof *krow),
@@ -348,10 +349,10 @@ static int m_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *q, float *kv
 
 static int m_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float *qkv, const float *z,
                       float *heads, const float *dt, const float *A, const float *conv_w,
-                      const float *norm_w, float *conv, float *ssm, float *attn,
+                      const float *norm_w, float *conv, float *ssm, float *attn, uint8_t *attn_q,
                       const uint32_t *tok_seq)
 {
-    (void)g;
+    (void)g, (void)attn_q;
     const uint32_t S = a->state, Hk = a->n_k_heads, Hv = a->n_v_heads, K = a->conv_kernel;
     const uint32_t key_dim = S * Hk, conv_dim = 2 * key_dim + S * Hv;
     for (uint32_t t = 0; t < a->n_tok; t++) {
@@ -493,9 +494,18 @@ static int m_graph_begin(bg_gpu *g, uint64_t key, bool *replay)
 }
 static int m_graph_end(bg_gpu *g, uint64_t key) { return (void)g, (void)key, 0; }
 
+/* The table's matmul: coded rows (gpu.h) are left to the device. */
+static int m_matmul_coded(bg_gpu *g, uint32_t type, const void *w, uint64_t n_in, uint64_t n_out,
+                          const float *x, size_t xs, const uint8_t *xq, float *y, size_t ys,
+                          uint32_t n_tok)
+{
+    (void)xq;
+    return m_matmul(g, type, w, n_in, n_out, x, xs, y, ys, n_tok);
+}
+
 static const bg_gpu_api mock = {
     m_init,   m_destroy,   m_error,    m_mem,    m_alloc,       m_copy,        m_copy,
-    m_zero,   m_set_scratch, m_sync,   m_supports, m_matmul, m_matmul_multi, m_matmul_swiglu,
+    m_zero,   m_set_scratch, m_sync,   m_supports, m_matmul_coded, m_matmul_multi, m_matmul_swiglu,
     m_rmsnorm,
     m_add_rmsnorm, m_attention,
     m_deltanet, m_route,   m_moe,      m_expert_sum, m_silu_mul, m_graph_begin, m_graph_end,

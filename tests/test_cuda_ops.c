@@ -131,8 +131,9 @@ static void matmuls(void)
         for (size_t k = 0; k < sizeof toks / sizeof *toks; k++) {
             const uint32_t n = toks[k];
             uint64_t x = put_random(n * (n_in + 4), 1.0f), y = put_zeros(n * (n_out + 2));
-            int rc = dev->matmul(dg, types[i], D(w), n_in, n_out, D(x), n_in + 4, D(y), n_out + 2, n);
-            mock.matmul(rg, types[i], R(w), n_in, n_out, R(x), n_in + 4, R(y), n_out + 2, n);
+            int rc = dev->matmul(dg, types[i], D(w), n_in, n_out, D(x), n_in + 4, NULL, D(y),
+                                 n_out + 2, n);
+            mock.matmul(rg, types[i], R(w), n_in, n_out, R(x), n_in + 4, NULL, R(y), n_out + 2, n);
             double e = rc ? INFINITY : compare_floats(y, n * (n_out + 2));
             CHECK(e <= 1e-5, "matmul %s, %u tokens: NMSE %.3g%s%s", brigade_type_name(types[i]), n,
                   e, rc ? ": " : "", rc ? dev->error(dg) : "");
@@ -249,6 +250,22 @@ static void small_ops(void)
     expert_sums();
 }
 
+/* A K-quant product of a mixer's output rows (n_in of stride xs at x),
+ * the device's from the codes its mixer wrote (xq), the reference's from
+ * the floats. */
+static void out_projection_on_codes(const char *what, uint64_t x, size_t xs, uint64_t xq,
+                                    uint64_t n_in, uint32_t n_tok, int rc)
+{
+    uint64_t mark = used, w = put_weights(BG_TYPE_Q4_K, n_in, 16, 0.05f);
+    uint64_t y = put_zeros(16 * n_tok);
+    rc = rc ? rc : dev->matmul(dg, BG_TYPE_Q4_K, D(w), n_in, 16, D(x), xs, D(xq), D(y), 16, n_tok);
+    mock.matmul(rg, BG_TYPE_Q4_K, R(w), n_in, 16, R(x), xs, NULL, R(y), 16, n_tok);
+    double e = rc ? INFINITY : compare_floats(y, 16 * n_tok);
+    CHECK(e <= 1e-5, "%s output coded, then a q4_K product of the codes, %u tokens: NMSE %.3g%s%s",
+          what, n_tok, e, rc ? ": " : "", rc ? dev->error(dg) : "");
+    used = mark;
+}
+
 /* Two sequences: a prefill of 5 tokens for sequence 0 and 3 for sequence 1
  * in one batch, then one decode token each, then 40 more tokens of
  * sequence 1 (past the f16 path's chunk of 32 positions). */
@@ -259,12 +276,15 @@ static void attentions(void)
         {BG_TYPE_Q8_0, BG_TYPE_Q8_0}, {BG_TYPE_Q4_0, BG_TYPE_Q4_0},
         {BG_TYPE_Q8_0, BG_TYPE_F16},
     };
-    const uint32_t H = 4, Hkv = 2, Dh = 128, n_ctx = 48;
+    const uint32_t H = 4, Hkv = 2, n_ctx = 48;
     static uint32_t seq3[40], pos3[40];
     for (uint32_t i = 0; i < 40; i++)
         seq3[i] = 1, pos3[i] = 4 + i;
     for (size_t c = 0; c < sizeof kv_types / sizeof *kv_types; c++)
         for (int gated = 0; gated < 2; gated++) {
+            /* Qwen3.6's heads of 256 (their output coded for the out
+             * projection) for the first cache types, Qwen3's of 128 */
+            const uint32_t Dh = c == 0 ? 256 : 128;
             uint64_t mark = used;
             bg_gpu_attn_args a = {.n_head = H, .n_head_kv = Hkv, .head_dim = Dh,
                                   .type_k = kv_types[c][0], .type_v = kv_types[c][1],
@@ -297,10 +317,14 @@ static void attentions(void)
                 uint64_t kv = put_random(a.n_tok * a.kv_width, 2.0f);
                 uint64_t gate = take(a.n_tok * a.a_width * 4), att = take(a.n_tok * a.a_width * 4);
                 uint64_t ts = put(seqs[step], a.n_tok * 4), tp = put(poss[step], a.n_tok * 4);
+                const uint64_t n_row = (uint64_t)H * Dh;
+                uint64_t aq = Dh % 256 ? 0 : take(a.n_tok * BG_GPU_ACT_CODE_BYTES(n_row));
                 int rc = dev->attention(dg, &a, D(q), D(kv), D(gate), D(att), D(qn), D(kn),
-                                        D(kc), D(vc), D(ts), D(tp));
+                                        D(kc), D(vc), D(ts), D(tp), Dh % 256 ? NULL : D(aq));
                 mock.attention(rg, &a, R(q), R(kv), R(gate), R(att), R(qn), R(kn), R(kc), R(vc),
-                               R(ts), R(tp));
+                               R(ts), R(tp), NULL);
+                if (Dh % 256 == 0)
+                    out_projection_on_codes("attention", att, a.a_width, aq, n_row, a.n_tok, rc);
                 double e = rc ? INFINITY : compare_floats(att, a.n_tok * a.a_width);
                 /* the f16 V path follows the CPU's arithmetic step by step
                  * (bitwise here; a device exp's last bit may tip an f16
@@ -341,10 +365,14 @@ static void deltanet_case(uint32_t S, uint32_t Hk, uint32_t Hv, uint32_t K,
         uint64_t qkv = put_random(a.n_tok * a.q_width, 1.0f), z = put_random(a.n_tok * a.a_width, 1.0f);
         uint64_t heads = put_random(a.n_tok * 2 * Hv, 1.0f), att = take(a.n_tok * a.a_width * 4);
         uint64_t ts = put(seqs[step], a.n_tok * 4);
+        /* the output also coded, for an out projection that takes the codes */
+        const uint64_t n_out = Hv * S;
+        uint64_t aq = take(a.n_tok * BG_GPU_ACT_CODE_BYTES(n_out));
         int rc = dev->deltanet(dg, &a, D(qkv), D(z), D(heads), D(dt), D(A), D(cw), D(nw), D(conv),
-                               D(ssm), D(att), D(ts));
+                               D(ssm), D(att), D(aq), D(ts));
         mock.deltanet(rg, &a, R(qkv), R(z), R(heads), R(dt), R(A), R(cw), R(nw), R(conv), R(ssm),
-                      R(att), R(ts));
+                      R(att), NULL, R(ts));
+        out_projection_on_codes("deltanet", att, a.a_width, aq, n_out, a.n_tok, rc);
         double e = rc ? INFINITY : compare_floats(att, a.n_tok * a.a_width);
         CHECK(e <= 1e-5, "deltanet S=%u, %u tokens: NMSE %.3g%s%s", S, a.n_tok, e,
               rc ? ": " : "", rc ? dev->error(dg) : "");

@@ -60,8 +60,10 @@ static int record(const rec *r)
 }
 
 static int g_matmul(bg_gpu *g, uint32_t type, const void *w, uint64_t n_in, uint64_t n_out,
-                    const float *x, size_t xs, float *y, size_t ys, uint32_t n_tok)
+                    const float *x, size_t xs, const uint8_t *xq, float *y, size_t ys,
+                    uint32_t n_tok)
 {
+    (void)xq; /* the reference works from the floats */
     if (capturing < 0)
         return m_matmul(g, type, w, n_in, n_out, x, xs, y, ys, n_tok);
     return record(&(rec){.op = OP_MATMUL, .type = type, .n_in = n_in, .n_out = n_out, .s1 = xs,
@@ -126,20 +128,23 @@ static int g_expert_sum(bg_gpu *g, float *x, float *xn, const float *slot, const
 }
 static int g_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *q, float *kv, float *gate,
                        float *attn, const float *qn, const float *kn, uint8_t *kc, uint8_t *vc,
-                       const uint32_t *ts, const uint32_t *tp)
+                       const uint32_t *ts, const uint32_t *tp, uint8_t *aq)
 {
+    (void)aq;
     if (capturing < 0)
-        return m_attention(g, a, q, kv, gate, attn, qn, kn, kc, vc, ts, tp);
+        return m_attention(g, a, q, kv, gate, attn, qn, kn, kc, vc, ts, tp, NULL);
     return record(&(rec){.op = OP_ATTN, .attn = *a,
                          .p = {q, kv, gate, attn, (void *)qn, (void *)kn, kc, vc, (void *)ts,
                                (void *)tp}});
 }
 static int g_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float *qkv, const float *z,
                       float *heads, const float *dt, const float *A, const float *cw,
-                      const float *nw, float *conv, float *ssm, float *attn, const uint32_t *ts)
+                      const float *nw, float *conv, float *ssm, float *attn, uint8_t *aq,
+                      const uint32_t *ts)
 {
+    (void)aq;
     if (capturing < 0)
-        return m_deltanet(g, a, qkv, z, heads, dt, A, cw, nw, conv, ssm, attn, ts);
+        return m_deltanet(g, a, qkv, z, heads, dt, A, cw, nw, conv, ssm, attn, NULL, ts);
     return record(&(rec){.op = OP_DN, .dn = *a,
                          .p = {qkv, (void *)z, heads, (void *)dt, (void *)A, (void *)cw,
                                (void *)nw, conv, ssm, attn, (void *)ts}});
@@ -181,11 +186,12 @@ static void run_recs(bg_gpu *g, int k)
                          r->rows, r->eps, p[7]);
             break;
         case OP_ATTN:
-            m_attention(g, &r->attn, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9]);
+            m_attention(g, &r->attn, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9],
+                        NULL);
             break;
         case OP_DN:
             m_deltanet(g, &r->dn, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9],
-                       p[10]);
+                       NULL, p[10]);
             break;
         case OP_MATMUL_SWIGLU:
             m_matmul_swiglu(g, r->type, p[0], p[1], r->n_in, r->n_out, p[2], r->s1, p[3], r->s2,

@@ -382,10 +382,12 @@ __device__ void bg_attn_ordered_f16(const bg_gpu_attn_args &a, const uint8_t *kc
 // One block per (token, head) over its sequence's positions (f32
 // accumulators split by warp, or in order in f16 for an f16 V cache); V's
 // rotation undone and the gate applied on the way out. Output in place of
-// the query in attn.
+// the query in attn, and the head's span of the token's row coded for the
+// out projection (aq set: head_dim a multiple of 256).
 __global__ void __launch_bounds__(ATT_WARPS * 32)
     k_attn(bg_gpu_attn_args a, float *attn, const float *gate, const uint8_t *k_cache,
-           const uint8_t *v_cache, const uint32_t *tok_seq, const uint32_t *tok_pos)
+           const uint8_t *v_cache, const uint32_t *tok_seq, const uint32_t *tok_pos,
+           uint8_t *aq)
 {
     BG_DYNAMIC_SHARED(float, sh); // q[D], acc[ATT_WARPS][D], then out[D]
     const uint32_t t = blockIdx.x, h = blockIdx.y, D = a.head_dim;
@@ -422,18 +424,29 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     const float *gr = gate + (size_t)t * a.a_width + (size_t)h * D;
     for (uint32_t e = threadIdx.x; e < D; e += blockDim.x)
         row[e] = a.gated ? out[e] * bg_sigmoid(gr[e]) : out[e];
+    if (!aq)
+        return;
+    __syncthreads();
+    const uint32_t n_row = a.n_head * D;
+    bg_block_code_span(attn + (size_t)t * a.a_width, n_row, h * D / 32, D / 32,
+                       aq + t * bg_code_row_bytes(n_row));
 }
 
 extern "C" int bg_cuda_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *d_q, float *d_kv,
                                  float *d_gate, float *d_attn, const float *d_q_norm,
                                  const float *d_k_norm, uint8_t *d_k_cache, uint8_t *d_v_cache,
-                                 const uint32_t *d_tok_seq, const uint32_t *d_tok_pos)
+                                 const uint32_t *d_tok_seq, const uint32_t *d_tok_pos,
+                                 uint8_t *d_attn_q)
 {
     const uint32_t D = a->head_dim;
     if (D % 32 || D > 32 * ATT_MAX_PER_LANE || a->n_head % a->n_head_kv ||
         a->rope_dims > D || (a->k_rotation && D % a->k_rotation) ||
         (a->v_rotation && D % a->v_rotation)) {
         snprintf(g->err, sizeof g->err, "attention: head size %u not handled", D);
+        return -1;
+    }
+    if (d_attn_q && (D % 256 || a->a_width % 4 || (uintptr_t)d_attn % 16)) {
+        snprintf(g->err, sizeof g->err, "attention: coding heads of %u not handled", D);
         return -1;
     }
     if (!a->n_tok)
@@ -446,7 +459,7 @@ extern "C" int bg_cuda_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *d_
         return -1;
     const size_t shmem = (size_t)(2 + ATT_WARPS) * D * sizeof(float);
     BG_LAUNCH(dim3(a->n_tok, a->n_head), ATT_WARPS * 32, shmem, g->stream, k_attn)(
-        *a, d_attn, d_gate, d_k_cache, d_v_cache, d_tok_seq, d_tok_pos);
+        *a, d_attn, d_gate, d_k_cache, d_v_cache, d_tok_seq, d_tok_pos, d_attn_q);
     return bg_cuda_launched(g, "attention");
 }
 
@@ -637,24 +650,30 @@ __global__ void __launch_bounds__(DN_WARPS * 32)
                     ssm[seq * ssm_seq + ((size_t)h * S + r0 + r) * S + lane + 32 * u] = m[r][u];
 }
 
-// The gated norm per value head: rmsnorm(o) * w * silu(z), one warp each.
+// The gated norm per value head, rmsnorm(o) * w * silu(z): one block per
+// token, a warp per head; then the token's row coded for the out
+// projection (aq set: Hv * S a multiple of 256).
 __global__ void k_dn_norm(float *attn, size_t a_width, const float *z, const float *w,
-                          uint32_t S, uint32_t Hv, float eps, uint32_t n_tok)
+                          uint32_t S, uint32_t Hv, float eps, uint8_t *aq)
 {
-    const uint32_t wi = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
-    if (wi >= Hv * n_tok)
+    const uint32_t lane = threadIdx.x % 32, n_warps = blockDim.x / 32;
+    float *row = attn + (size_t)blockIdx.x * a_width;
+    for (uint32_t h = threadIdx.x / 32; h < Hv; h += n_warps) {
+        float *o = row + (size_t)h * S;
+        const float *zz = z + (size_t)blockIdx.x * a_width + (size_t)h * S;
+        double sum = 0.0;
+        for (uint32_t j = lane; j < S; j += 32)
+            sum += (double)(o[j] * o[j]);
+        sum = bg_warp_sum_d(sum);
+        const float mean = (float)(sum / (double)S);
+        const float scale = 1.0f / sqrtf(mean + eps);
+        for (uint32_t j = lane; j < S; j += 32)
+            o[j] = ((o[j] * scale) * w[j]) * bg_silu(zz[j]);
+    }
+    if (!aq)
         return;
-    const size_t off = (size_t)(wi / Hv) * a_width + (size_t)(wi % Hv) * S;
-    float *o = attn + off;
-    const float *zz = z + off;
-    double sum = 0.0;
-    for (uint32_t j = lane; j < S; j += 32)
-        sum += (double)(o[j] * o[j]);
-    sum = bg_warp_sum_d(sum);
-    const float mean = (float)(sum / (double)S);
-    const float scale = 1.0f / sqrtf(mean + eps);
-    for (uint32_t j = lane; j < S; j += 32)
-        o[j] = ((o[j] * scale) * w[j]) * bg_silu(zz[j]);
+    __syncthreads();
+    bg_block_code_row(row, Hv * S, aq + blockIdx.x * bg_code_row_bytes((uint64_t)Hv * S));
 }
 
 // Three launches: convolution with the q/k norms, the state (with the
@@ -664,7 +683,7 @@ extern "C" int bg_cuda_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float 
                                 const float *d_z, float *d_heads, const float *d_dt,
                                 const float *d_a, const float *d_conv_w, const float *d_norm_w,
                                 float *d_conv, float *d_ssm, float *d_attn,
-                                const uint32_t *d_tok_seq)
+                                uint8_t *d_attn_q, const uint32_t *d_tok_seq)
 {
     const uint32_t S = a->state, Hk = a->n_k_heads, Hv = a->n_v_heads, n = a->n_tok;
     if (S % 32 || S > 32 * DN_MAX_PER_LANE || !Hk || Hv % Hk) {
@@ -675,6 +694,10 @@ extern "C" int bg_cuda_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float 
     if (a->conv_kernel < 1 || a->conv_kernel > DN_MAX_CONV) {
         snprintf(g->err, sizeof g->err, "DeltaNet: convolution width %u not handled (1..%d)",
                  a->conv_kernel, DN_MAX_CONV);
+        return -1;
+    }
+    if (d_attn_q && ((Hv * S) % 256 || a->a_width % 4 || (uintptr_t)d_attn % 16)) {
+        snprintf(g->err, sizeof g->err, "DeltaNet: coding rows of %u not handled", Hv * S);
         return -1;
     }
     if (!n)
@@ -689,7 +712,7 @@ extern "C" int bg_cuda_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float 
         d_tok_seq, S, Hk, Hv, n);
     if (bg_cuda_launched(g, "DeltaNet state"))
         return -1;
-    BG_LAUNCH((Hv * n * 32 + 127) / 128, 128, 0, g->stream, k_dn_norm)(d_attn, a->a_width, d_z,
-                                                                d_norm_w, S, Hv, a->eps, n);
+    BG_LAUNCH(n, 256, 0, g->stream, k_dn_norm)(d_attn, a->a_width, d_z, d_norm_w, S, Hv, a->eps,
+                                               d_attn_q);
     return bg_cuda_launched(g, "DeltaNet norm");
 }

@@ -212,24 +212,31 @@ __device__ __forceinline__ void bg_store_codes(uint8_t *row, uint64_t n_in, uint
     ((float *)(row + n_in))[c] = d;
 }
 
-// One row of n values (a multiple of 256, 16-byte aligned) coded for
-// K-quant weights (Q8_K) by the calling block, a thread per 32; the block's
-// writes of x must be visible (after a barrier). Whole warps take part in
-// the exchange between a super-block's 8 chunks.
-__device__ __forceinline__ void bg_block_code_row(const float *x, uint32_t n, uint8_t *row)
+// Chunks [first, first + count) of a row of n values (x: the row, 16-byte
+// aligned) coded for K-quant weights (Q8_K) into its coded row, by the
+// calling block, a thread per 32; first and n are multiples of 8 chunks
+// (super-blocks). The block's writes of x must be visible (after a
+// barrier). Whole warps take part in a super-block's exchange.
+__device__ __forceinline__ void bg_block_code_span(const float *x, uint32_t n, uint32_t first,
+                                                   uint32_t count, uint8_t *row)
 {
-    const uint32_t n_chunks = n / 32;
-    for (uint32_t c0 = 0; c0 < n_chunks; c0 += blockDim.x) {
-        if (c0 + threadIdx.x / 32 * 32 >= n_chunks)
+    for (uint32_t c0 = 0; c0 < count; c0 += blockDim.x) {
+        if (c0 + threadIdx.x / 32 * 32 >= count)
             break; // the whole warp is past the end
-        const uint32_t c = c0 + threadIdx.x;
-        const bool active = c < n_chunks;
+        const uint32_t c = first + c0 + threadIdx.x;
+        const bool active = c0 + threadIdx.x < count;
         float v[32], q[32], d;
         bg_load32(x + (size_t)c * 32, active, v);
         bg_code_act<ACT_Q8_K>(v, active, q, &d);
         if (active)
             bg_store_codes(row, n, c, q, d);
     }
+}
+
+// A whole row of n values (a multiple of 256), as above.
+__device__ __forceinline__ void bg_block_code_row(const float *x, uint32_t n, uint8_t *row)
+{
+    bg_block_code_span(x, n, 0, n / 32, row);
 }
 
 // ------------------------------------------------------- block formats
@@ -456,8 +463,8 @@ template <> __device__ __forceinline__ void bg_deq32<T_IQ4_XS>(const uint8_t *ro
 // Entry points of the other translation units (one table in backend.cu).
 extern "C" {
 int bg_cuda_matmul(bg_gpu *g, uint32_t type, const void *d_w, uint64_t n_in, uint64_t n_out,
-                   const float *d_x, size_t x_stride, float *d_y, size_t y_stride,
-                   uint32_t n_tok);
+                   const float *d_x, size_t x_stride, const uint8_t *d_xq, float *d_y,
+                   size_t y_stride, uint32_t n_tok);
 int bg_cuda_matmul_multi(bg_gpu *g, const bg_gpu_proj *proj, uint32_t n_proj, uint64_t n_in,
                          const float *d_x, size_t x_stride, const uint8_t *d_xq, uint32_t n_tok);
 int bg_cuda_matmul_swiglu(bg_gpu *g, uint32_t type, const void *d_wg, const void *d_wu,
@@ -473,9 +480,9 @@ int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_xn, const ui
 int bg_cuda_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *d_q, float *d_kv,
                       float *d_gate, float *d_attn, const float *d_q_norm, const float *d_k_norm,
                       uint8_t *d_k_cache, uint8_t *d_v_cache, const uint32_t *d_tok_seq,
-                      const uint32_t *d_tok_pos);
+                      const uint32_t *d_tok_pos, uint8_t *d_attn_q);
 int bg_cuda_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float *d_qkv, const float *d_z,
                      float *d_heads, const float *d_dt, const float *d_a,
                      const float *d_conv_w, const float *d_norm_w, float *d_conv, float *d_ssm,
-                     float *d_attn, const uint32_t *d_tok_seq);
+                     float *d_attn, uint8_t *d_attn_q, const uint32_t *d_tok_seq);
 }

@@ -463,10 +463,10 @@ extern "C" int bg_cuda_matmul_multi(bg_gpu *g, const bg_gpu_proj *proj, uint32_t
 }
 
 extern "C" int bg_cuda_matmul(bg_gpu *g, uint32_t type, const void *d_w, uint64_t n_in,
-                              uint64_t n_out, const float *d_x, size_t x_stride, float *d_y,
-                              size_t y_stride, uint32_t n_tok)
+                              uint64_t n_out, const float *d_x, size_t x_stride,
+                              const uint8_t *d_xq, float *d_y, size_t y_stride, uint32_t n_tok)
 {
-    return matmul(g, type, d_w, NULL, n_in, n_out, d_x, x_stride, NULL, d_y, y_stride, n_tok);
+    return matmul(g, type, d_w, NULL, n_in, n_out, d_x, x_stride, d_xq, d_y, y_stride, n_tok);
 }
 
 extern "C" int bg_cuda_matmul_swiglu(bg_gpu *g, uint32_t type, const void *d_wg, const void *d_wu,
