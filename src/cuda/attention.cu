@@ -551,6 +551,26 @@ __global__ void k_dn_conv_l2(float *qkv, size_t q_width, const float *w, float *
 // shared memory at a time.
 enum { DN_WARPS = 4, DN_RPW = 4, DN_ROWS = DN_WARPS * DN_RPW, DN_MAX_PER_LANE = 8, DN_CHUNK = 8 };
 
+// A warp's DN_RPW state rows (rows: the first, S floats each) from
+// registers to memory (store) or back; lane l holds elements l, l + 32, ...
+__device__ __forceinline__ void bg_dn_rows_move(float (&m)[DN_RPW][DN_MAX_PER_LANE], float *rows,
+                                                uint32_t S, bool store)
+{
+    const uint32_t lane = threadIdx.x % 32, per = S / 32;
+#pragma unroll
+    for (uint32_t r = 0; r < DN_RPW; r++)
+#pragma unroll
+        for (uint32_t u = 0; u < DN_MAX_PER_LANE; u++) {
+            float *e = rows + (size_t)r * S + lane + 32 * u;
+            if (u >= per)
+                m[r][u] = store ? m[r][u] : 0.0f;
+            else if (store)
+                *e = m[r][u];
+            else
+                m[r][u] = *e;
+        }
+}
+
 __global__ void __launch_bounds__(DN_WARPS * 32)
     k_dn_recur(const float *qkv, size_t q_width, const float *heads, const float *dt,
                const float *a_log, float *ssm, uint64_t ssm_seq, float *attn, size_t a_width,
@@ -585,21 +605,9 @@ __global__ void __launch_bounds__(DN_WARPS * 32)
             const uint32_t t = t0 + i;
             if (tok_seq[t] != seq) {
                 if (seq != UINT32_MAX)
-#pragma unroll
-                    for (uint32_t r = 0; r < DN_RPW; r++)
-#pragma unroll
-                        for (uint32_t u = 0; u < DN_MAX_PER_LANE; u++)
-                            if (u < per)
-                                ssm[seq * ssm_seq + ((size_t)h * S + r0 + r) * S + lane + 32 * u] =
-                                    m[r][u];
+                    bg_dn_rows_move(m, ssm + seq * ssm_seq + ((size_t)h * S + r0) * S, S, true);
                 seq = tok_seq[t];
-#pragma unroll
-                for (uint32_t r = 0; r < DN_RPW; r++)
-#pragma unroll
-                    for (uint32_t u = 0; u < DN_MAX_PER_LANE; u++)
-                        m[r][u] = u < per ? ssm[seq * ssm_seq + ((size_t)h * S + r0 + r) * S +
-                                                lane + 32 * u]
-                                          : 0.0f;
+                bg_dn_rows_move(m, ssm + seq * ssm_seq + ((size_t)h * S + r0) * S, S, false);
             }
             const float g = sg[i], beta = sbeta[i];
             float k[DN_MAX_PER_LANE], q[DN_MAX_PER_LANE], mk[DN_RPW], mq[DN_RPW];
@@ -642,12 +650,7 @@ __global__ void __launch_bounds__(DN_WARPS * 32)
         }
     }
     if (seq != UINT32_MAX)
-#pragma unroll
-        for (uint32_t r = 0; r < DN_RPW; r++)
-#pragma unroll
-            for (uint32_t u = 0; u < DN_MAX_PER_LANE; u++)
-                if (u < per)
-                    ssm[seq * ssm_seq + ((size_t)h * S + r0 + r) * S + lane + 32 * u] = m[r][u];
+        bg_dn_rows_move(m, ssm + seq * ssm_seq + ((size_t)h * S + r0) * S, S, true);
 }
 
 // The gated norm per value head, rmsnorm(o) * w * silu(z): one block per
