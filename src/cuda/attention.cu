@@ -445,10 +445,8 @@ extern "C" int bg_cuda_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *d_
         snprintf(g->err, sizeof g->err, "attention: head size %u not handled", D);
         return -1;
     }
-    if (d_attn_q && (D % 256 || a->a_width % 4 || (uintptr_t)d_attn % 16)) {
-        snprintf(g->err, sizeof g->err, "attention: coding heads of %u not handled", D);
+    if (bg_cuda_codes_ok(g, "attention (each head)", d_attn_q, D, d_attn, a->a_width))
         return -1;
-    }
     if (!a->n_tok)
         return 0;
     const uint32_t heads = a->n_head > a->n_head_kv ? a->n_head : a->n_head_kv;
@@ -466,6 +464,22 @@ extern "C" int bg_cuda_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *d_
 // --------------------------------------------------------------- DeltaNet
 
 enum { DN_MAX_CONV = 8 }; // convolution widths handled (Qwen3.6: 4)
+
+// A channel's last K - 1 inputs between registers and its convolution
+// state (store), or back.
+__device__ __forceinline__ void bg_dn_hist_move(float (&hist)[DN_MAX_CONV - 1], float *state,
+                                                uint32_t K, bool store)
+{
+#pragma unroll
+    for (uint32_t j = 0; j + 1 < DN_MAX_CONV; j++) {
+        if (j + 1 >= K)
+            hist[j] = 0.0f;
+        else if (store)
+            state[j] = hist[j];
+        else
+            hist[j] = state[j];
+    }
+}
 
 // The causal depthwise convolution and the l2 norm of each q and k head.
 // Block b owns channels [b*S, b*S + S): a q head, a k head or a v head.
@@ -489,14 +503,9 @@ __global__ void k_dn_conv_l2(float *qkv, size_t q_width, const float *w, float *
     for (uint32_t t = 0; t < n_tok; t++) {
         if (tok_seq[t] != seq) {
             if (seq != UINT32_MAX)
-#pragma unroll
-                for (uint32_t j = 0; j + 1 < DN_MAX_CONV; j++)
-                    if (j + 1 < K)
-                        conv[seq * conv_seq + (size_t)c * (K - 1) + j] = hist[j];
+                bg_dn_hist_move(hist, conv + seq * conv_seq + (size_t)c * (K - 1), K, true);
             seq = tok_seq[t];
-#pragma unroll
-            for (uint32_t j = 0; j + 1 < DN_MAX_CONV; j++)
-                hist[j] = j + 1 < K ? conv[seq * conv_seq + (size_t)c * (K - 1) + j] : 0.0f;
+            bg_dn_hist_move(hist, conv + seq * conv_seq + (size_t)c * (K - 1), K, false);
         }
         float *x = qkv + (size_t)t * q_width + c;
         const float in = *x;
@@ -518,10 +527,7 @@ __global__ void k_dn_conv_l2(float *qkv, size_t q_width, const float *w, float *
         *x = bg_silu(acc);
     }
     if (seq != UINT32_MAX)
-#pragma unroll
-        for (uint32_t j = 0; j + 1 < DN_MAX_CONV; j++)
-            if (j + 1 < K)
-                conv[seq * conv_seq + (size_t)c * (K - 1) + j] = hist[j];
+        bg_dn_hist_move(hist, conv + seq * conv_seq + (size_t)c * (K - 1), K, true);
     if (blockIdx.x >= n_heads2)
         return; // a v head: no norm
     __syncthreads(); // the block's outputs, every token
@@ -529,12 +535,7 @@ __global__ void k_dn_conv_l2(float *qkv, size_t q_width, const float *w, float *
     const float s = 1.0f / sqrtf((float)S);
     for (uint32_t t = threadIdx.x / 32; t < n_tok; t += n_warps) {
         float *x = qkv + (size_t)t * q_width + (size_t)blockIdx.x * S;
-        double sum = 0.0;
-        for (uint32_t j = lane; j < S; j += 32)
-            sum += (double)(x[j] * x[j]);
-        sum = bg_warp_sum_d(sum);
-        const float mean = (float)(sum / (double)S);
-        const float scale = 1.0f / sqrtf(mean + eps / (float)S);
+        const float scale = 1.0f / sqrtf(bg_warp_mean_sq(x, S) + eps / (float)S);
         for (uint32_t j = lane; j < S; j += 32)
             x[j] = (x[j] * scale) * s;
     }
@@ -563,7 +564,7 @@ __device__ __forceinline__ void bg_dn_rows_move(float (&m)[DN_RPW][DN_MAX_PER_LA
         for (uint32_t u = 0; u < DN_MAX_PER_LANE; u++) {
             float *e = rows + (size_t)r * S + lane + 32 * u;
             if (u >= per)
-                m[r][u] = store ? m[r][u] : 0.0f;
+                m[r][u] = 0.0f; // beyond the state: never read
             else if (store)
                 *e = m[r][u];
             else
@@ -664,19 +665,11 @@ __global__ void k_dn_norm(float *attn, size_t a_width, const float *z, const flo
     for (uint32_t h = threadIdx.x / 32; h < Hv; h += n_warps) {
         float *o = row + (size_t)h * S;
         const float *zz = z + (size_t)blockIdx.x * a_width + (size_t)h * S;
-        double sum = 0.0;
-        for (uint32_t j = lane; j < S; j += 32)
-            sum += (double)(o[j] * o[j]);
-        sum = bg_warp_sum_d(sum);
-        const float mean = (float)(sum / (double)S);
-        const float scale = 1.0f / sqrtf(mean + eps);
+        const float scale = 1.0f / sqrtf(bg_warp_mean_sq(o, S) + eps);
         for (uint32_t j = lane; j < S; j += 32)
             o[j] = ((o[j] * scale) * w[j]) * bg_silu(zz[j]);
     }
-    if (!aq)
-        return;
-    __syncthreads();
-    bg_block_code_row(row, Hv * S, aq + blockIdx.x * bg_code_row_bytes((uint64_t)Hv * S));
+    bg_block_code_after(row, Hv * S, aq);
 }
 
 // Three launches: convolution with the q/k norms, the state (with the
@@ -699,10 +692,8 @@ extern "C" int bg_cuda_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float 
                  a->conv_kernel, DN_MAX_CONV);
         return -1;
     }
-    if (d_attn_q && ((Hv * S) % 256 || a->a_width % 4 || (uintptr_t)d_attn % 16)) {
-        snprintf(g->err, sizeof g->err, "DeltaNet: coding rows of %u not handled", Hv * S);
+    if (bg_cuda_codes_ok(g, "DeltaNet", d_attn_q, Hv * S, d_attn, a->a_width))
         return -1;
-    }
     if (!n)
         return 0;
     BG_LAUNCH(2 * Hk + Hv, S, 0, g->stream, k_dn_conv_l2)(d_qkv, a->q_width, d_conv_w, d_conv,

@@ -155,23 +155,13 @@ __device__ void bg_block_rmsnorm(float *yr, const float *xr, const float *w, uin
         yr[i] = w ? (xr[i] * scale) * w[i] : xr[i] * scale;
 }
 
-// The block's normed row yr, coded into row (when set) once every
-// thread's elements are written.
-__device__ __forceinline__ void bg_block_code_after(const float *yr, uint32_t n, uint8_t *row)
-{
-    if (!row)
-        return;
-    __syncthreads();
-    bg_block_code_row(yr, n, row);
-}
-
 // One block per row (yq: the rows coded, or NULL).
 __global__ void k_rmsnorm(float *y, size_t ys, const float *x, size_t xs, const float *w,
                           uint32_t n, float eps, uint8_t *yq)
 {
     float *yr = y + (size_t)blockIdx.x * ys;
     bg_block_rmsnorm(yr, x + (size_t)blockIdx.x * xs, w, n, eps);
-    bg_block_code_after(yr, n, yq ? yq + blockIdx.x * bg_code_row_bytes(n) : NULL);
+    bg_block_code_after(yr, n, yq);
 }
 
 // One block per row: x += y, then xn = rmsnorm(x) * w (xq: coded, or NULL).
@@ -183,16 +173,7 @@ __global__ void k_add_rmsnorm(float *x, const float *y, float *xn, const float *
     for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
         xr[i] += yr[i];
     bg_block_rmsnorm(xnr, xr, w, n, eps);
-    bg_block_code_after(xnr, n, xq ? xq + blockIdx.x * bg_code_row_bytes(n) : NULL);
-}
-
-// Whether a norm's rows of n can be coded (gpu.h: K-quant super-blocks).
-static int codes_ok(bg_gpu *g, const uint8_t *d_q, uint32_t n, const void *d_y, size_t ys)
-{
-    if (!d_q || (n % 256 == 0 && ys % 4 == 0 && (uintptr_t)d_y % 16 == 0 && (uintptr_t)d_q % 16 == 0))
-        return 0;
-    snprintf(g->err, sizeof g->err, "coding normed rows of %u (stride %zu) not handled", n, ys);
-    return -1;
+    bg_block_code_after(xnr, n, xq);
 }
 
 static int gpu_add_rmsnorm(bg_gpu *g, float *d_x, const float *d_y, float *d_xn, const float *d_w,
@@ -200,7 +181,7 @@ static int gpu_add_rmsnorm(bg_gpu *g, float *d_x, const float *d_y, float *d_xn,
 {
     if (!n_rows)
         return 0;
-    if (codes_ok(g, d_xq, n, d_xn, n))
+    if (bg_cuda_codes_ok(g, "add and rmsnorm", d_xq, n, d_xn, n))
         return -1;
     BG_LAUNCH(n_rows, 256, 0, g->stream, k_add_rmsnorm)(d_x, d_y, d_xn, d_w, n, eps, d_xq);
     return bg_cuda_launched(g, "add and rmsnorm");
@@ -212,7 +193,7 @@ static int gpu_rmsnorm(bg_gpu *g, float *d_y, size_t y_stride, const float *d_x,
 {
     if (!n_rows)
         return 0;
-    if (codes_ok(g, d_yq, n, d_y, y_stride))
+    if (bg_cuda_codes_ok(g, "rmsnorm", d_yq, n, d_y, y_stride))
         return -1;
     BG_LAUNCH(n_rows, 256, 0, g->stream, k_rmsnorm)(d_y, y_stride, d_x, x_stride, d_w, n, eps,
                                                     d_yq);
@@ -285,7 +266,7 @@ __global__ void k_expert_sum(float *x, float *xn, const float *slot, const float
     if (!norm_w)
         return;
     bg_block_rmsnorm(xn + off, x + off, norm_w, n, eps);
-    bg_block_code_after(xn + off, n, xq ? xq + blockIdx.x * bg_code_row_bytes(n) : NULL);
+    bg_block_code_after(xn + off, n, xq);
 }
 
 static int gpu_expert_sum(bg_gpu *g, float *d_x, float *d_xn, const float *d_slot,
@@ -295,7 +276,7 @@ static int gpu_expert_sum(bg_gpu *g, float *d_x, float *d_xn, const float *d_slo
 {
     if (!n_tok)
         return 0;
-    if (codes_ok(g, d_norm_w ? d_xq : NULL, n, d_xn, n))
+    if (bg_cuda_codes_ok(g, "expert sum", d_norm_w ? d_xq : NULL, n, d_xn, n))
         return -1;
     BG_LAUNCH(n_tok, 256, 0, g->stream, k_expert_sum)(d_x, d_xn, d_slot, d_w, n_used, d_shared,
                                                       d_shared_w, d_norm_w, n, eps, d_xq);

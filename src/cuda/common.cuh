@@ -72,6 +72,20 @@ static inline int bg_cuda_launched(bg_gpu *g, const char *what)
     return e == cudaSuccess ? 0 : bg_cuda_fail(g, e, what);
 }
 
+// Whether rows of n floats at stride ys (at d_y) can be coded into d_q
+// (gpu.h: K-quant super-blocks, 16-byte aligned); d_q NULL: nothing to
+// code. Otherwise the error names `what`.
+static inline int bg_cuda_codes_ok(bg_gpu *g, const char *what, const uint8_t *d_q, uint32_t n,
+                                   const void *d_y, size_t ys)
+{
+    if (!d_q || (n % 256 == 0 && ys % 4 == 0 && (uintptr_t)d_y % 16 == 0 &&
+                 (uintptr_t)d_q % 16 == 0))
+        return 0;
+    snprintf(g->err, sizeof g->err, "%s: coding rows of %u (stride %zu) not handled", what, n,
+             ys);
+    return -1;
+}
+
 // ------------------------------------------------------------ scalars
 
 __device__ __forceinline__ float bg_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
@@ -101,6 +115,15 @@ __device__ __forceinline__ double bg_warp_sum_d(double v)
     for (int o = 16; o > 0; o >>= 1)
         v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
+}
+// mean(x[0..n)^2) by the calling warp, summed in double (as ops.c's
+// norms), in every lane.
+__device__ __forceinline__ float bg_warp_mean_sq(const float *x, uint32_t n)
+{
+    double sum = 0.0;
+    for (uint32_t j = threadIdx.x % 32; j < n; j += 32)
+        sum += (double)(x[j] * x[j]);
+    return (float)(bg_warp_sum_d(sum) / (double)n);
 }
 __device__ __forceinline__ float bg_warp_max(float v)
 {
@@ -233,10 +256,15 @@ __device__ __forceinline__ void bg_block_code_span(const float *x, uint32_t n, u
     }
 }
 
-// A whole row of n values (a multiple of 256), as above.
-__device__ __forceinline__ void bg_block_code_row(const float *x, uint32_t n, uint8_t *row)
+// The block's row x of n values (a multiple of 256), written by the
+// block's threads, coded into row blockIdx.x of xq after a barrier; xq
+// NULL: nothing. The whole block calls it.
+__device__ __forceinline__ void bg_block_code_after(const float *x, uint32_t n, uint8_t *xq)
 {
-    bg_block_code_span(x, n, 0, n / 32, row);
+    if (!xq)
+        return;
+    __syncthreads();
+    bg_block_code_span(x, n, 0, n / 32, xq + blockIdx.x * bg_code_row_bytes(n));
 }
 
 // ------------------------------------------------------- block formats
