@@ -187,11 +187,9 @@ brigade_status bg_gpu_session_new(const brigade_model *m, const bg_session_plan 
     if (!st && api->alloc(gs->g, gs->layout.total_bytes, &base))
         st = gpu_fail(gs, err, "allocating the arena");
     gs->base = base;
-    /* xq: the normed rows' codes first (the planner sizes it so), then the
-     * products' scratch */
-    const uint32_t E = m->hp.n_embd;
-    const uint64_t ub = plan->buf_bytes[BG_BUF_X] / ((uint64_t)E * sizeof(float));
-    const uint64_t codes = E % 256 == 0 ? ub * BG_GPU_ACT_CODE_BYTES(E) : 0;
+    /* xq: the normed rows' codes first (rows of whole K-quant
+     * super-blocks only), then the products' scratch */
+    const uint64_t codes = m->hp.n_embd % 256 == 0 ? plan->xn_code_bytes : 0;
     gs->xn_codes = codes && !st ? bufv(gs, BG_BUF_XQ) : NULL;
     /* the mixer's output codes go to the products' scratch, unused from
      * the mixer's products until its out projection reads them */
@@ -382,7 +380,7 @@ static bool shared_joins(const brigade_session *s, uint32_t il)
     const bg_layer *L = &s->model->layers[il];
     const brigade_tensor_info *sg = L->t[BG_ROLE_FFN_GATE_SHEXP], *su = L->t[BG_ROLE_FFN_UP_SHEXP],
                               *sd = L->t[BG_ROLE_FFN_DOWN_SHEXP];
-    return sg && su && sd && s->hp->n_ff_shexp == s->hp->n_ff_exp &&
+    return sg && su && sd && bg_plan_shared_slot(s->hp) &&
            sg->type == L->t[BG_ROLE_FFN_GATE_EXPS]->type &&
            su->type == L->t[BG_ROLE_FFN_UP_EXPS]->type &&
            sd->type == L->t[BG_ROLE_FFN_DOWN_EXPS]->type;
@@ -390,7 +388,8 @@ static bool shared_joins(const brigade_session *s, uint32_t il)
 
 /* slot_out = each chosen expert's output, for route's choice, and the
  * shared expert's in slots n_tok * n_used + t when it joins them. */
-static int routed_experts(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
+static int routed_experts(bg_gpu_session *gs, const brigade_session *s, uint32_t il,
+                          bool with_shared)
 {
     const bg_hparams *hp = s->hp;
     const bg_layer *L = &s->model->layers[il];
@@ -406,7 +405,7 @@ static int routed_experts(bg_gpu_session *gs, const brigade_session *s, uint32_t
         .type_down = d->type, .gate_expert_bytes = gb * g->ne[1],
         .up_expert_bytes = ub * u->ne[1], .down_expert_bytes = db * d->ne[1],
     };
-    if (shared_joins(s, il)) {
+    if (with_shared) {
         a.d_gate_shexp = weight(gs, il, BG_ROLE_FFN_GATE_SHEXP);
         a.d_up_shexp = weight(gs, il, BG_ROLE_FFN_UP_SHEXP);
         a.d_down_shexp = weight(gs, il, BG_ROLE_FFN_DOWN_SHEXP);
@@ -493,7 +492,7 @@ static int moe(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
     const uint32_t K = s->hp->n_expert_used;
     const bool joins = shared_joins(s, il);
     int rc = route(gs, s, il, true);
-    rc = rc ? rc : routed_experts(gs, s, il);
+    rc = rc ? rc : routed_experts(gs, s, il, joins);
     rc = rc || joins ? rc : shared_expert(gs, s, il);
     const float *shared = joins ? buf(gs, BG_BUF_SLOT_OUT) + (size_t)s->n_tok * K * s->hp->n_embd
                                 : shared_rows(gs, s, il);

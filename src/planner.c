@@ -52,7 +52,7 @@ void bg_plan_session(const bg_hparams *hp, uint32_t n_ctx, uint32_t n_ubatch, ui
     /* gx: the CPU gathers one expert's token rows here, the GPU keeps every
      * (token, rank) slot's hidden row of n_ff_exp, and the shared expert's
      * (one more slot per token) when it has the routed experts' width */
-    const uint64_t tok_slots = K + (hp->n_ff_shexp && hp->n_ff_shexp == hp->n_ff_exp ? 1 : 0);
+    const uint64_t tok_slots = K + (bg_plan_shared_slot(hp) ? 1 : 0);
     b[BG_BUF_GX] = ub * max3(hp->n_embd, tok_slots * hp->n_ff_exp, 1) * F;
     b[BG_BUF_GY] = ub * hp->n_embd * F;
     b[BG_BUF_SLOT_OUT] = ub * tok_slots * hp->n_embd * F;
@@ -65,9 +65,10 @@ void bg_plan_session(const bg_hparams *hp, uint32_t n_ctx, uint32_t n_ubatch, ui
     /* xq: the CPU's packed activations; on the GPU, the normed rows coded
      * by their norm, then the activations a product codes for itself
      * (every token's row, or every slot's for the experts' down rows) */
-    const uint64_t xn_codes = ub * BG_GPU_ACT_CODE_BYTES(hp->n_embd);
-    b[BG_BUF_XQ] = max3(bg_matmul_scratch(max_in, ub), xn_codes + ub * BG_GPU_ACT_CODE_BYTES(max_in),
-                        xn_codes + ub * tok_slots * BG_GPU_ACT_CODE_BYTES(hp->n_ff_exp));
+    p->xn_code_bytes = ub * BG_GPU_ACT_CODE_BYTES(hp->n_embd);
+    b[BG_BUF_XQ] = max3(bg_matmul_scratch(max_in, ub),
+                        p->xn_code_bytes + ub * BG_GPU_ACT_CODE_BYTES(max_in),
+                        p->xn_code_bytes + ub * tok_slots * BG_GPU_ACT_CODE_BYTES(hp->n_ff_exp));
     b[BG_BUF_TOK_SEQ] = b[BG_BUF_TOK_POS] = ub * sizeof(uint32_t);
     b[BG_BUF_SEQ_PAST] = b[BG_BUF_SEQ_COUNT] = (uint64_t)n_seq * sizeof(uint32_t);
     for (int i = 0; i < BG_BUF_COUNT; i++)

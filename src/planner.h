@@ -23,9 +23,17 @@ typedef struct bg_session_plan {
     uint64_t conv_layer_bytes, ssm_layer_bytes; /* per DeltaNet layer and sequence */
     uint32_t n_attention_layers, n_recurrent_layers;
     uint64_t buf_bytes[BG_BUF_COUNT];
+    uint64_t xn_code_bytes; /* on the GPU, xq's first part: the normed rows' codes */
     uint64_t kv_bytes, recurrent_bytes, compute_bytes; /* all sequences together */
     uint64_t checkpoint_bytes; /* one sequence's recurrent state */
 } bg_session_plan;
+
+/* Whether the GPU runs the shared expert as one more expert slot per token
+ * (it has the routed experts' width); gx, slot_out and xq are sized for it. */
+static inline bool bg_plan_shared_slot(const bg_hparams *hp)
+{
+    return hp->n_ff_shexp && hp->n_ff_shexp == hp->n_ff_exp;
+}
 
 /* type_k/type_v: GGUF type ids of the cache. n_seq sequences of n_ctx
  * positions each. */
