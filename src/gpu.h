@@ -23,6 +23,32 @@ extern "C" {
 
 typedef struct bg_gpu bg_gpu;
 
+/* Attention for a micro-batch of at most BG_GPU_ATT_SPLIT_TOKENS tokens (a
+ * decode step), given scratch for it, splits each head's n_pos positions
+ * into consecutive ranges of BG_GPU_ATT_SPLIT_LEN(n_pos), at most
+ * BG_GPU_ATT_SPLITS of them, so that a long context keeps the whole device
+ * busy: each range runs the CPU's online softmax in position order (the
+ * accumulator in f16 for an f16 V cache, else f32), and the ranges merge
+ * in f32, in order: M = max M_r, w_r = exp(M_r - M), out = (sum acc_r w_r)
+ * / (sum S_r w_r). Up to BG_GPU_ATT_SPLIT_MIN positions are one range, the
+ * CPU's arithmetic exactly. The scratch: BG_GPU_ATT_SPLIT_BYTES, a counter
+ * per (token, head), then each range's D + 2 floats. */
+#define BG_GPU_ATT_SPLIT_TOKENS 16u
+#define BG_GPU_ATT_SPLITS 16u
+#define BG_GPU_ATT_SPLIT_MIN 128u
+#define BG_GPU_ATT_SPLIT_LEN(n_pos)                                                          \
+    ((n_pos) <= BG_GPU_ATT_SPLIT_MIN                                                         \
+         ? (n_pos)                                                                           \
+         : ((n_pos) + BG_GPU_ATT_SPLITS - 1) / BG_GPU_ATT_SPLITS > BG_GPU_ATT_SPLIT_MIN      \
+               ? ((n_pos) + BG_GPU_ATT_SPLITS - 1) / BG_GPU_ATT_SPLITS                       \
+               : BG_GPU_ATT_SPLIT_MIN)
+#define BG_GPU_ATT_SPLIT_COUNTER_BYTES(n_tok, n_head) (((uint64_t)(n_tok) * (n_head) * 4 + 15) / 16 * 16)
+#define BG_GPU_ATT_SPLIT_BYTES(n_tok, n_head, head_dim)                                      \
+    ((n_tok) > BG_GPU_ATT_SPLIT_TOKENS                                                       \
+         ? 0                                                                                 \
+         : BG_GPU_ATT_SPLIT_COUNTER_BYTES(n_tok, n_head) +                                   \
+               (uint64_t)(n_tok) * (n_head) * BG_GPU_ATT_SPLITS * ((uint64_t)(head_dim) + 2) * 4)
+
 /* Attention over the cache for every token of a micro-batch. */
 typedef struct bg_gpu_attn_args {
     uint32_t n_tok, n_head, n_head_kv, head_dim;
@@ -132,11 +158,12 @@ typedef struct bg_gpu_api {
     /* Attention: split, QK-norm, rope, rotation, cache store, then each
      * token over its sequence's positions; output (gated) into d_attn, and
      * coded for the out projection into d_attn_q when set (head_dim a
-     * multiple of 256). */
+     * multiple of 256). d_split: BG_GPU_ATT_SPLIT_BYTES of scratch for a
+     * decode step's split positions, or NULL (no split). */
     int (*attention)(bg_gpu *g, const bg_gpu_attn_args *a, float *d_q, float *d_kv,
                      float *d_gate, float *d_attn, const float *d_q_norm, const float *d_k_norm,
                      uint8_t *d_k_cache, uint8_t *d_v_cache, const uint32_t *d_tok_seq,
-                     const uint32_t *d_tok_pos, uint8_t *d_attn_q);
+                     const uint32_t *d_tok_pos, uint8_t *d_attn_q, void *d_split);
     /* DeltaNet: beta/decay from the projections, convolution, l2 norms,
      * the state update and the gated norm; output into d_attn, and coded
      * for the out projection into d_attn_q when set (Hv * S a multiple of

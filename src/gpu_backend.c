@@ -320,7 +320,7 @@ static int attention(bg_gpu_session *gs, const brigade_session *s, uint32_t il, 
                                  weight(gs, il, BG_ROLE_ATTN_Q_NORM),
                                  weight(gs, il, BG_ROLE_ATTN_K_NORM), at(gs, LL->k_off),
                                  at(gs, LL->v_off), bufv(gs, BG_BUF_TOK_SEQ),
-                                 bufv(gs, BG_BUF_TOK_POS), aq);
+                                 bufv(gs, BG_BUF_TOK_POS), aq, bufv(gs, BG_BUF_SLOT_OUT));
     return rc ? rc
               : project_coded(gs, s, L->t[BG_ROLE_ATTN_OUT], weight(gs, il, BG_ROLE_ATTN_OUT),
                               attn, s->a_width, aq, buf(gs, BG_BUF_OUT), E);

@@ -55,7 +55,12 @@ void bg_plan_session(const bg_hparams *hp, uint32_t n_ctx, uint32_t n_ubatch, ui
     const uint64_t tok_slots = K + (bg_plan_shared_slot(hp) ? 1 : 0);
     b[BG_BUF_GX] = ub * max3(hp->n_embd, tok_slots * hp->n_ff_exp, 1) * F;
     b[BG_BUF_GY] = ub * hp->n_embd * F;
-    b[BG_BUF_SLOT_OUT] = ub * tok_slots * hp->n_embd * F;
+    /* slot_out: the experts' rows of each slot; on the GPU, before them,
+     * a decode step's split attention (gpu.h) */
+    const uint64_t split_tok = ub < BG_GPU_ATT_SPLIT_TOKENS ? ub : BG_GPU_ATT_SPLIT_TOKENS;
+    b[BG_BUF_SLOT_OUT] = max3(ub * tok_slots * hp->n_embd * F,
+                              hp->n_head ? BG_GPU_ATT_SPLIT_BYTES(split_tok, hp->n_head, hp->head_dim) : 0,
+                              1);
     b[BG_BUF_CHOSEN] = ub * K * sizeof(int32_t);
     b[BG_BUF_CHOSEN_W] = ub * K * F;
     /* members: the CPU's token list of one expert; the GPU's slots grouped

@@ -206,17 +206,23 @@ static uint64_t head_bytes(uint32_t type, uint32_t D)
     return b;
 }
 
-/* One head over positions 0..pos with an f16 V cache, in the CPU's
- * arithmetic (blocks.c's attend_head): scores by the K type's CPU dot, an
- * online softmax in position order, the accumulator in f16. q: the query
- * as K's dot sees it, replaced by the output; krow: D floats of scratch. */
-static void attend_f16(const bg_gpu_attn_args *a, const uint8_t *kc, const uint8_t *vc,
-                       uint32_t pos, float *q, float *krow)
+/* One head's online softmax over positions [p0, p1) of its cache (kc,
+ * vc: the head's first row), in the CPU's arithmetic (blocks.c's
+ * attend_head): for an f16 V cache, scores by the K type's CPU dot and
+ * the accumulator in f16; for the others, plain dots of the dequantized
+ * keys and the accumulator in f32. q: the query as K's dot sees it. acc
+ * receives the accumulator (D floats, not yet divided by S). */
+static void attend_range(const bg_gpu_attn_args *a, const uint8_t *kc, const uint8_t *vc,
+                         const float *q, uint32_t p0, uint32_t p1, float *acc, float *M_out,
+                         float *S_out)
 {
     const uint32_t D = a->head_dim;
-    uint16_t acc[512], qh[512];
-    const bg_quant_ops *kops = bg_quant_ops_get((bg_type)a->type_k);
+    const bool f16_v = a->type_v == BG_TYPE_F16;
+    uint16_t acc16[512], qh[512];
+    float krow[512], vrow[512];
     uint8_t qx[1024];
+    const bg_quant_ops *kops = bg_quant_ops_get((bg_type)a->type_k);
+    const bg_quant_ops *vops = bg_quant_ops_get((bg_type)a->type_v);
     if (a->type_k == BG_TYPE_F16) {
         for (uint32_t e = 0; e < D; e++)
             qh[e] = bg_f32_to_f16(q[e]);
@@ -224,14 +230,15 @@ static void attend_f16(const bg_gpu_attn_args *a, const uint8_t *kc, const uint8
         bg_quant_ops_get(kops->dot_type)->quantize_activations(q, qx, D);
     }
     const bg_dot_fn kdot = bg_kernel_dot((bg_type)a->type_k);
-    memset(acc, 0, sizeof acc);
+    memset(acc16, 0, sizeof acc16);
+    memset(acc, 0, D * sizeof *acc);
     float M = -INFINITY, S = 0;
-    for (uint32_t p = 0; p <= pos; p++) {
-        const uint8_t *kp = kc + p * a->k_row_bytes;
+    for (uint32_t p = p0; p < p1; p++) {
+        const uint8_t *kp = kc + p * a->k_row_bytes, *vp = vc + p * a->v_row_bytes;
         float sc;
-        if (kdot) {
+        if (f16_v && kdot) {
             sc = kdot(D, kp, a->type_k == BG_TYPE_F16 ? (const void *)qh : (const void *)qx);
-        } else { /* f32 K: a plain dot */
+        } else {
             kops->dequantize(kp, krow, D);
             sc = 0;
             for (uint32_t e = 0; e < D; e++)
@@ -242,28 +249,69 @@ static void attend_f16(const bg_gpu_attn_args *a, const uint8_t *kc, const uint8
         if (sc > M) {
             ms = expf(M - sc);
             M = sc;
-            bg_vec_scale_f16(D, acc, ms);
+            if (f16_v)
+                bg_vec_scale_f16(D, acc16, ms);
         } else {
             vs = expf(sc - M);
         }
-        bg_vec_mad_f16(D, acc, (const uint16_t *)(const void *)(vc + p * a->v_row_bytes), vs);
+        if (f16_v) {
+            bg_vec_mad_f16(D, acc16, (const uint16_t *)(const void *)vp, vs);
+        } else {
+            vops->dequantize(vp, vrow, D);
+            for (uint32_t e = 0; e < D; e++)
+                acc[e] = acc[e] * ms + vrow[e] * vs;
+        }
         S = S * ms + vs;
     }
+    for (uint32_t e = 0; f16_v && e < D; e++)
+        acc[e] = bg_f16_to_f32(acc16[e]);
+    *M_out = M;
+    *S_out = S;
+}
+
+/* One head of a token at position pos: one online softmax over all its
+ * positions, or, for a decode step given split scratch, gpu.h's ranges
+ * merged as gpu.h defines. q: the query (as K's dot sees it), replaced
+ * by the output. */
+static void attend_head(const bg_gpu_attn_args *a, const uint8_t *kc, const uint8_t *vc,
+                        uint32_t pos, bool split, float *q)
+{
+    static float parts[BG_GPU_ATT_SPLITS][512];
+    float Ms[BG_GPU_ATT_SPLITS], Ss[BG_GPU_ATT_SPLITS], w[BG_GPU_ATT_SPLITS];
+    const uint32_t D = a->head_dim, n_pos = pos + 1;
+    const uint32_t len = split && a->n_tok <= BG_GPU_ATT_SPLIT_TOKENS ? BG_GPU_ATT_SPLIT_LEN(n_pos)
+                                                                       : n_pos;
+    const uint32_t n_split = (n_pos + len - 1) / len;
+    for (uint32_t z = 0; z < n_split; z++)
+        attend_range(a, kc, vc, q, z * len, n_pos - z * len < len ? n_pos : z * len + len,
+                     parts[z], &Ms[z], &Ss[z]);
+    float M = -INFINITY, S = 0;
+    for (uint32_t z = 0; z < n_split; z++)
+        M = Ms[z] > M ? Ms[z] : M;
+    for (uint32_t z = 0; z < n_split; z++) {
+        w[z] = n_split == 1 ? 1.0f : expf(Ms[z] - M);
+        S = n_split == 1 ? Ss[z] : S + Ss[z] * w[z];
+    }
     const float inv = S == 0 ? 0 : 1 / S;
-    for (uint32_t e = 0; e < D; e++)
-        q[e] = bg_f16_to_f32(acc[e]) * inv;
+    for (uint32_t e = 0; e < D; e++) {
+        float o = parts[0][e];
+        if (n_split > 1) {
+            o = 0;
+            for (uint32_t z = 0; z < n_split; z++)
+                o += parts[z][e] * w[z];
+        }
+        q[e] = o * inv;
+    }
 }
 
 static int m_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *q, float *kv, float *gate,
                        float *attn, const float *q_norm, const float *k_norm, uint8_t *kc,
                        uint8_t *vc, const uint32_t *tok_seq, const uint32_t *tok_pos,
-                       uint8_t *attn_q)
+                       uint8_t *attn_q, void *split)
 {
     (void)g, (void)attn_q;
     const uint32_t D = a->head_dim, H = a->n_head, Hkv = a->n_head_kv;
     const size_t kv_dim = (size_t)Hkv * D;
-    float *tmp = malloc(2 * H * D * sizeof *tmp), *krow = malloc(D * sizeof *krow),
-          *vrow = malloc(D * sizeof *vrow);
     uint8_t *qq = malloc(D * 2 + 64);
     for (uint32_t t = 0; t < a->n_tok; t++) { /* prepare: query into attn, K/V into the cache */
         const uint32_t pos = tok_pos[t], seq = tok_seq[t];
@@ -300,49 +348,15 @@ static int m_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *q, float *kv
         float *row = attn + t * a->a_width;
         for (uint32_t h = 0; h < H; h++) {
             const uint32_t kvh = h / (H / Hkv);
-            if (a->type_v == BG_TYPE_F16) {
-                attend_f16(a, kc + seq * a->k_seq_bytes + kvh * head_bytes(a->type_k, D),
-                           vc + seq * a->v_seq_bytes + kvh * head_bytes(a->type_v, D), pos,
-                           row + h * D, krow);
-                continue;
-            }
-            float M = -INFINITY, S = 0, *acc = tmp;
-            memset(acc, 0, D * sizeof *acc);
-            for (uint32_t p = 0; p <= pos; p++) {
-                bg_quant_ops_get((bg_type)a->type_k)
-                    ->dequantize(kc + seq * a->k_seq_bytes + p * a->k_row_bytes +
-                                     kvh * head_bytes(a->type_k, D),
-                                 krow, D);
-                bg_quant_ops_get((bg_type)a->type_v)
-                    ->dequantize(vc + seq * a->v_seq_bytes + p * a->v_row_bytes +
-                                     kvh * head_bytes(a->type_v, D),
-                                 vrow, D);
-                float d = 0;
-                for (uint32_t e = 0; e < D; e++)
-                    d += krow[e] * row[h * D + e];
-                const float sc = d * a->scale;
-                float ms = 1, vs = 1;
-                if (sc > M) {
-                    ms = expf(M - sc);
-                    M = sc;
-                } else {
-                    vs = expf(sc - M);
-                }
-                for (uint32_t e = 0; e < D; e++)
-                    acc[e] = acc[e] * ms + vrow[e] * vs;
-                S = S * ms + vs;
-            }
-            for (uint32_t e = 0; e < D; e++)
-                row[h * D + e] = acc[e] / S;
+            attend_head(a, kc + seq * a->k_seq_bytes + kvh * head_bytes(a->type_k, D),
+                        vc + seq * a->v_seq_bytes + kvh * head_bytes(a->type_v, D), pos,
+                        split != NULL, row + h * D);
         }
         if (a->v_rotation)
             bg_hadamard(row, (int64_t)H * D, a->v_rotation);
         for (uint32_t j = 0; a->gated && j < H * D; j++)
             row[j] *= bg_sigmoid(gate[t * a->a_width + j]);
     }
-    free(tmp);
-    free(krow);
-    free(vrow);
     free(qq);
     return 0;
 }

@@ -2,7 +2,8 @@
  * the CPU engine's arithmetic): matrix products in every weight type and
  * batch size, norms, attention over every cache type (gated or not, with
  * the quantized caches' rotations, prefill then decode over two
- * sequences), the DeltaNet step, routing and the mixture of experts. On
+ * sequences, and a decode step over 2101 positions split as gpu.h
+ * defines), the DeltaNet step, routing and the mixture of experts. On
  * the same inputs, outputs must agree to NMSE 1e-5 (1e-4 where the cache
  * rounding can tip a code). make test runs it on the CUDA emulation
  * (build/tests/emu_cuda_ops: the same kernels compiled for the host,
@@ -319,10 +320,12 @@ static void attentions(void)
                 uint64_t ts = put(seqs[step], a.n_tok * 4), tp = put(poss[step], a.n_tok * 4);
                 const uint64_t n_row = (uint64_t)H * Dh;
                 uint64_t aq = Dh % 256 ? 0 : take(a.n_tok * BG_GPU_ACT_CODE_BYTES(n_row));
+                uint64_t split = take(BG_GPU_ATT_SPLIT_BYTES(BG_GPU_ATT_SPLIT_TOKENS, H, Dh));
                 int rc = dev->attention(dg, &a, D(q), D(kv), D(gate), D(att), D(qn), D(kn),
-                                        D(kc), D(vc), D(ts), D(tp), Dh % 256 ? NULL : D(aq));
+                                        D(kc), D(vc), D(ts), D(tp), Dh % 256 ? NULL : D(aq),
+                                        D(split));
                 mock.attention(rg, &a, R(q), R(kv), R(gate), R(att), R(qn), R(kn), R(kc), R(vc),
-                               R(ts), R(tp), NULL);
+                               R(ts), R(tp), NULL, R(split));
                 if (Dh % 256 == 0)
                     out_projection_on_codes("attention", att, a.a_width, aq, n_row, a.n_tok, rc);
                 double e = rc ? INFINITY : compare_floats(att, a.n_tok * a.a_width);
@@ -334,6 +337,78 @@ static void attentions(void)
                       brigade_type_name(a.type_k), brigade_type_name(a.type_v),
                       gated ? " gated" : "", step, e, rc ? ": " : "", rc ? dev->error(dg) : "");
             }
+            used = mark;
+        }
+}
+
+/* A decode step over long caches, where gpu.h's split applies: caches
+ * filled with random rows (sequence 0 up to position 2099, sequence 1 up
+ * to 126), then four tokens: sequence 0 at 2100 (16 ranges of 132),
+ * sequence 1 at 127 (one range), 128 (128 + 1) and 129 (128 + 2). Without
+ * scratch, the same step runs each head as one range. */
+static void attention_long(void)
+{
+    static const uint32_t kv_types[][2] = {
+        {BG_TYPE_F16, BG_TYPE_F16}, {BG_TYPE_F32, BG_TYPE_F32}, {BG_TYPE_Q8_0, BG_TYPE_Q8_0},
+        {BG_TYPE_Q4_0, BG_TYPE_Q4_0}, {BG_TYPE_Q8_0, BG_TYPE_F16},
+    };
+    const uint32_t H = 4, Hkv = 2, n_ctx = 2112;
+    static const uint32_t seq[] = {0, 1, 1, 1}, pos[] = {2100, 127, 128, 129};
+    const uint32_t filled[2] = {2100, 127};
+    for (size_t c = 0; c < sizeof kv_types / sizeof *kv_types; c++)
+        for (int with_split = 1; with_split >= 0; with_split--) {
+            const uint32_t Dh = c == 0 ? 256 : 128;
+            uint64_t mark = used;
+            bg_gpu_attn_args a = {.n_tok = 4, .n_head = H, .n_head_kv = Hkv, .head_dim = Dh,
+                                  .type_k = kv_types[c][0], .type_v = kv_types[c][1],
+                                  .gated = true, .rope_dims = 64, .rope_base = 1e6f,
+                                  .eps = 1e-6f, .scale = 1.0f / sqrtf((float)Dh)};
+            bg_type_row_bytes((bg_type)a.type_k, (uint64_t)Hkv * Dh, &a.k_row_bytes);
+            bg_type_row_bytes((bg_type)a.type_v, (uint64_t)Hkv * Dh, &a.v_row_bytes);
+            a.k_seq_bytes = n_ctx * a.k_row_bytes;
+            a.v_seq_bytes = n_ctx * a.v_row_bytes;
+            a.q_width = 2 * H * Dh;
+            a.a_width = H * Dh;
+            a.kv_width = 2 * Hkv * Dh;
+            /* the caches' rows as the cache store writes them: random
+             * normed values (unit scale, as QK-norm leaves keys) */
+            uint8_t *caches[2] = {malloc(2 * a.k_seq_bytes), malloc(2 * a.v_seq_bytes)};
+            const uint32_t types[2] = {a.type_k, a.type_v};
+            const uint64_t rows[2] = {a.k_row_bytes, a.v_row_bytes};
+            float *x = malloc((size_t)Hkv * Dh * sizeof *x);
+            for (int kv = 0; kv < 2; kv++) {
+                memset(caches[kv], 0, 2 * n_ctx * rows[kv]);
+                for (uint32_t sq = 0; sq < 2; sq++)
+                    for (uint32_t p = 0; p < filled[sq]; p++) {
+                        for (uint32_t e = 0; e < Hkv * Dh; e++)
+                            x[e] = frand() * 2.0f;
+                        bg_quant_ops_get((bg_type)types[kv])
+                            ->quantize_activations(x, caches[kv] + (sq * n_ctx + p) * rows[kv],
+                                                   (int64_t)Hkv * Dh);
+                    }
+            }
+            free(x);
+            uint64_t kc = put(caches[0], 2 * a.k_seq_bytes), vc = put(caches[1], 2 * a.v_seq_bytes);
+            free(caches[0]);
+            free(caches[1]);
+            uint64_t qn = put_random(Dh, 1.0f), kn = put_random(Dh, 1.0f);
+            uint64_t q = put_random(a.n_tok * a.q_width, 2.0f);
+            uint64_t kv = put_random(a.n_tok * a.kv_width, 2.0f);
+            uint64_t gate = take(a.n_tok * a.a_width * 4), att = take(a.n_tok * a.a_width * 4);
+            uint64_t ts = put(seq, a.n_tok * 4), tp = put(pos, a.n_tok * 4);
+            uint64_t split = take(BG_GPU_ATT_SPLIT_BYTES(a.n_tok, H, Dh));
+            void *d_split = with_split ? D(split) : NULL, *r_split = with_split ? R(split) : NULL;
+            int rc = dev->attention(dg, &a, D(q), D(kv), D(gate), D(att), D(qn), D(kn), D(kc),
+                                    D(vc), D(ts), D(tp), NULL, d_split);
+            mock.attention(rg, &a, R(q), R(kv), R(gate), R(att), R(qn), R(kn), R(kc), R(vc),
+                           R(ts), R(tp), NULL, r_split);
+            double e = rc ? INFINITY : compare_floats(att, a.n_tok * a.a_width);
+            /* as attentions(); the merge adds exp's last bit per range */
+            const double bound = a.type_v == BG_TYPE_F16 ? 1e-8 : 1e-10;
+            CHECK(e <= bound, "attention over 2101 positions %s/%s, %s: NMSE %.3g%s%s",
+                  brigade_type_name(a.type_k), brigade_type_name(a.type_v),
+                  with_split ? "split" : "one range", e, rc ? ": " : "",
+                  rc ? dev->error(dg) : "");
             used = mark;
         }
 }
@@ -544,6 +619,7 @@ int main(void)
     moes();
     small_ops();
     attentions();
+    attention_long();
     deltanets();
     dev->destroy(dg);
     mock.destroy(rg);

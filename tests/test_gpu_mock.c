@@ -128,14 +128,14 @@ static int g_expert_sum(bg_gpu *g, float *x, float *xn, const float *slot, const
 }
 static int g_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *q, float *kv, float *gate,
                        float *attn, const float *qn, const float *kn, uint8_t *kc, uint8_t *vc,
-                       const uint32_t *ts, const uint32_t *tp, uint8_t *aq)
+                       const uint32_t *ts, const uint32_t *tp, uint8_t *aq, void *split)
 {
     (void)aq;
     if (capturing < 0)
-        return m_attention(g, a, q, kv, gate, attn, qn, kn, kc, vc, ts, tp, NULL);
+        return m_attention(g, a, q, kv, gate, attn, qn, kn, kc, vc, ts, tp, NULL, split);
     return record(&(rec){.op = OP_ATTN, .attn = *a,
                          .p = {q, kv, gate, attn, (void *)qn, (void *)kn, kc, vc, (void *)ts,
-                               (void *)tp}});
+                               (void *)tp, split}});
 }
 static int g_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float *qkv, const float *z,
                       float *heads, const float *dt, const float *A, const float *cw,
@@ -187,7 +187,7 @@ static void run_recs(bg_gpu *g, int k)
             break;
         case OP_ATTN:
             m_attention(g, &r->attn, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9],
-                        NULL);
+                        NULL, p[10]);
             break;
         case OP_DN:
             m_deltanet(g, &r->dn, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9],

@@ -290,6 +290,13 @@ static void device_buffers(void)
                       hp->n_ff_exp <= hp->n_embd,
                   "%s ub %llu: slot_out %llu bytes", names[i], (unsigned long long)ub,
                   (unsigned long long)b[BG_BUF_SLOT_OUT]);
+            /* before the experts, a decode step's split attention: a counter
+             * per (token, head), then 16 ranges of head_dim + 2 floats */
+            const uint64_t split_tok = ub < 16 ? ub : 16, pairs = split_tok * hp->n_head;
+            const uint64_t split = (pairs * 4 + 15) / 16 * 16 + pairs * 16 * (hp->head_dim + 2) * 4;
+            CHECK(b[BG_BUF_SLOT_OUT] >= split, "%s ub %llu: slot_out %llu bytes, split attention %llu",
+                  names[i], (unsigned long long)ub, (unsigned long long)b[BG_BUF_SLOT_OUT],
+                  (unsigned long long)split);
         }
 }
 

@@ -76,7 +76,7 @@ __device__ void bg_block_rope(float *v, uint32_t n_rot, uint32_t pos, float base
 
 // ----------------------------------------------------------- cache formats
 
-__device__ __forceinline__ uint64_t bg_head_bytes(uint32_t type, uint32_t D)
+__host__ __device__ __forceinline__ uint64_t bg_head_bytes(uint32_t type, uint32_t D)
 {
     switch (type) {
     case T_F32: return (uint64_t)D * 4;
@@ -179,16 +179,19 @@ __device__ float bg_query_round(uint32_t type_k, float x)
 
 // One block per (token, head), head_dim threads: the query split from its
 // gate, QK-norm, rope, rotation (into attn, the attention kernel's input);
-// heads below n_head_kv also prepare and store K and V.
+// heads below n_head_kv also prepare and store K and V. Zeroes the split
+// ranges' counters (split_counters: NULL when nothing splits).
 __global__ void k_attn_prepare(bg_gpu_attn_args a, const float *q, const float *kv, float *gate,
                                float *attn, const float *q_norm, const float *k_norm,
                                uint8_t *k_cache, uint8_t *v_cache, const uint32_t *tok_seq,
-                               const uint32_t *tok_pos)
+                               const uint32_t *tok_pos, int *split_counters)
 {
     __shared__ double red[32];
     BG_DYNAMIC_SHARED(float, v); // [head_dim]
     const uint32_t t = blockIdx.x, h = blockIdx.y, D = a.head_dim, j = threadIdx.x;
     const uint32_t pos = tok_pos[t], seq = tok_seq[t];
+    if (split_counters && h < a.n_head && j == 0)
+        split_counters[t * a.n_head + h] = 0; // counted by k_attn's ranges
     if (h < a.n_head) {
         const float *src = q + (size_t)t * a.q_width + (size_t)(a.gated ? 2 * h : h) * D;
         if (a.gated)
@@ -223,188 +226,316 @@ __global__ void k_attn_prepare(bg_gpu_attn_args a, const float *q, const float *
                  v[j]);
 }
 
-enum { ATT_WARPS = 4, ATT_MAX_PER_LANE = 16 }; // head_dim <= 512
-enum { ATT_MAX_PER_THREAD = 32 * ATT_MAX_PER_LANE / (ATT_WARPS * 32) };
+enum { ATT_WARPS = 4, ATT_CHUNK = 32, ATT_PER_WARP = ATT_CHUNK / ATT_WARPS };
+enum { ATT_MAX_PER_THREAD = 512 / (ATT_WARPS * 32) }; // head_dim <= 512
+// Shared memory for a chunk's K and V rows: 32 positions of an f16 cache
+// with heads of 256; fewer positions of larger rows.
+enum { ATT_STAGE_BYTES = 32 * 1024 };
 
-// q . k for position p's key of the block's kv head, times the scale, in
-// every lane of the calling warp (qs: the query, rounded as K's dot does).
-__device__ __forceinline__ float bg_attn_score(const bg_gpu_attn_args &a, const uint8_t *kc,
-                                               const float *qs, uint32_t p)
+__device__ __forceinline__ float bg_round_f16(float x) { return bg_h2f(bg_f2h(x)); }
+
+// The block copies n rows of `bytes` each (src_stride apart) to dst, one
+// after another, in the widest words the addresses allow: every load is
+// issued before any is used, so a chunk costs one trip to memory.
+__device__ void bg_stage_rows(uint8_t *dst, const uint8_t *src, uint64_t src_stride,
+                              uint32_t bytes, uint32_t n)
 {
-    const uint32_t lane = threadIdx.x % 32, per = a.head_dim / 32;
-    const uint8_t *kp = kc + p * a.k_row_bytes;
-    float d = 0.0f;
-    for (uint32_t i = 0; i < per; i++) {
-        const uint32_t e = lane + 32 * i;
-        d += bg_cache_get(a.type_k, kp, e) * qs[e];
+    const uint64_t align = (uint64_t)(uintptr_t)src | src_stride | bytes;
+    if (align % 16 == 0) {
+        const uint32_t per = bytes / 16;
+        for (uint32_t i = threadIdx.x; i < n * per; i += blockDim.x) {
+            const uint32_t r = i / per, c = i % per;
+            BG_ALIGNED(uint4 *, dst + (size_t)r * bytes)[c] =
+                BG_ALIGNED(const uint4 *, src + r * src_stride)[c];
+        }
+    } else if (align % 4 == 0) {
+        const uint32_t per = bytes / 4;
+        for (uint32_t i = threadIdx.x; i < n * per; i += blockDim.x) {
+            const uint32_t r = i / per, c = i % per;
+            BG_ALIGNED(uint32_t *, dst + (size_t)r * bytes)[c] =
+                BG_ALIGNED(const uint32_t *, src + r * src_stride)[c];
+        }
+    } else { // cache rows are whole f16s or 2-byte-aligned blocks
+        const uint32_t per = bytes / 2;
+        for (uint32_t i = threadIdx.x; i < n * per; i += blockDim.x) {
+            const uint32_t r = i / per, c = i % per;
+            BG_ALIGNED(uint16_t *, dst + (size_t)r * bytes)[c] =
+                BG_ALIGNED(const uint16_t *, src + r * src_stride)[c];
+        }
     }
-    return bg_warp_sum(d) * a.scale;
 }
 
-// The same for an f16 K, summed as the CPU's dot (kernels_x86_legacy.c's
-// bg_dot_f16_avx2) sums: 32 fused multiply-add chains (lane j: elements j,
-// j + 32, ...), then its reduction tree, accumulators 0-7 + 8-15 and 16-23
-// + 24-31, those two, then the halves of 8, 4 and 2. The f16 V path
-// amplifies a last-bit difference in a score (an f16 rounding that tips),
-// so there the scores match bit for bit.
-__device__ __forceinline__ float bg_attn_score_f16(const bg_gpu_attn_args &a, const uint8_t *kc,
-                                                   const float *qs, uint32_t p)
+// A warp's sum of per-lane dot products in the order of the CPU's f16 dot
+// (kernels_x86_legacy.c's bg_dot_f16_avx2): lane j holds the fused
+// multiply-add chain over elements j, j + 32, ...; the tree adds 0-7 to
+// 8-15 and 16-23 to 24-31, those two, then halves of 8, 4 and 2. The f16
+// V path amplifies a last-bit difference in a score (an f16 rounding that
+// tips), so there the scores match bit for bit.
+__device__ __forceinline__ float bg_sum_f16_dot_order(float d)
 {
-    const uint32_t lane = threadIdx.x % 32, per = a.head_dim / 32;
-    const uint16_t *kp = (const uint16_t *)(kc + p * a.k_row_bytes);
-    float d = 0.0f;
-    for (uint32_t i = 0; i < per; i++)
-        d = fmaf(bg_h2f(kp[lane + 32 * i]), qs[lane + 32 * i], d);
     d = __fadd_rn(d, __shfl_xor_sync(0xffffffffu, d, 8));
     d = __fadd_rn(d, __shfl_xor_sync(0xffffffffu, d, 16));
     for (int o = 4; o > 0; o >>= 1)
         d = __fadd_rn(d, __shfl_xor_sync(0xffffffffu, d, o));
-    return __fmul_rn(d, a.scale);
+    return d;
 }
 
-// out = softmax(scores) V with f32 accumulators: each warp an online
-// softmax over every ATT_WARPS-th position, merged at the end (accs:
-// ATT_WARPS * D floats of shared memory).
-__device__ void bg_attn_split(const bg_gpu_attn_args &a, const uint8_t *kc, const uint8_t *vc,
-                              const float *qs, float *accs, uint32_t pos, float *out)
+// Scores q . k times the scale of a chunk's n staged keys (rows of kh
+// bytes) into sc[]: warp w takes positions w, w + ATT_WARPS, ..., their
+// dot products interleaved so that the loads of one hide behind another.
+// An f16 K sums as the CPU's f16 dot does; other types per lane, then
+// across the warp.
+template <uint32_t KT>
+__device__ __forceinline__ void bg_attn_scores(const bg_gpu_attn_args &a, const uint8_t *ks,
+                                               uint32_t kh, const float *qs, uint32_t n,
+                                               float *sc)
 {
-    __shared__ float wm[ATT_WARPS], ws[ATT_WARPS];
-    const uint32_t D = a.head_dim, lane = threadIdx.x % 32, w = threadIdx.x / 32, per = D / 32;
-    float acc[ATT_MAX_PER_LANE]; // unrolled with guards: kept in registers
+    const uint32_t lane = threadIdx.x % 32, w = threadIdx.x / 32, per = a.head_dim / 32;
+    float d[ATT_PER_WARP];
 #pragma unroll
-    for (uint32_t i = 0; i < ATT_MAX_PER_LANE; i++)
-        acc[i] = 0.0f;
-    float M = -INFINITY, S = 0.0f;
-    for (uint32_t p = w; p <= pos; p += ATT_WARPS) {
-        const float sc = bg_attn_score(a, kc, qs, p);
-        const uint8_t *vp = vc + p * a.v_row_bytes;
-        float ms = 1.0f, vs = 1.0f;
-        if (sc > M) {
-            ms = expf(M - sc);
-            M = sc;
-        } else {
-            vs = expf(sc - M);
+    for (int u = 0; u < ATT_PER_WARP; u++)
+        d[u] = 0.0f;
+    for (uint32_t i = 0; i < per; i++) {
+        const uint32_t e = lane + 32 * i;
+        const float q = qs[e];
+#pragma unroll
+        for (int u = 0; u < ATT_PER_WARP; u++) {
+            const uint32_t k = w + ATT_WARPS * u;
+            if (k < n) {
+                const float kv = bg_cache_get(KT, ks + (size_t)k * kh, e);
+                d[u] = KT == T_F16 ? fmaf(kv, q, d[u]) : d[u] + kv * q;
+            }
         }
-#pragma unroll
-        for (uint32_t i = 0; i < ATT_MAX_PER_LANE; i++)
-            if (i < per)
-                acc[i] = acc[i] * ms + bg_cache_get(a.type_v, vp, lane + 32 * i) * vs;
-        S = S * ms + vs;
     }
 #pragma unroll
-    for (uint32_t i = 0; i < ATT_MAX_PER_LANE; i++)
-        if (i < per)
-            accs[w * D + lane + 32 * i] = acc[i];
-    if (lane == 0) {
-        wm[w] = M;
-        ws[w] = S;
+    for (int u = 0; u < ATT_PER_WARP; u++) {
+        const uint32_t k = w + ATT_WARPS * u;
+        if (k < n) { // the same in every lane of the warp
+            const float dot = KT == T_F16 ? bg_sum_f16_dot_order(d[u]) : bg_warp_sum(d[u]);
+            if (lane == 0)
+                sc[k] = __fmul_rn(dot, a.scale);
+        }
+    }
+}
+
+// The online softmax's steps for a chunk's n <= 32 scores, as the CPU
+// takes them one by one from the running maximum M: a score above the
+// maximum so far rescales (ms = exp(M - s), vs = 1), any other adds with
+// vs = exp(s - M). Warp 0 finds every position's maximum so far at once
+// (a scan); returns the chunk's new maximum in every thread.
+__device__ float bg_attn_steps(const float *sc, uint32_t n, float M, float *ms, float *vs,
+                               float *m_sh)
+{
+    if (threadIdx.x < 32) {
+        const uint32_t lane = threadIdx.x;
+        const float s = lane < n ? sc[lane] : -INFINITY;
+        float upto = s; // the maximum of scores 0..lane
+        for (int o = 1; o < 32; o <<= 1) {
+            const float other = __shfl_up_sync(0xffffffffu, upto, o);
+            if (lane >= (uint32_t)o)
+                upto = fmaxf(upto, other);
+        }
+        const float below = __shfl_up_sync(0xffffffffu, upto, 1);
+        const float prev = lane == 0 ? M : fmaxf(M, below);
+        if (lane < n) {
+            const bool above = s > prev;
+            ms[lane] = above ? expf(prev - s) : 1.0f;
+            vs[lane] = above ? 1.0f : expf(s - prev);
+        }
+        const float last = __shfl_sync(0xffffffffu, upto, n - 1);
+        if (lane == 0)
+            *m_sh = fmaxf(M, last);
     }
     __syncthreads();
-    float Mall = -INFINITY;
-    for (int k = 0; k < ATT_WARPS; k++)
-        Mall = fmaxf(Mall, wm[k]);
-    float Sall = 0.0f;
-    for (int k = 0; k < ATT_WARPS; k++)
-        Sall += wm[k] == -INFINITY ? 0.0f : ws[k] * expf(wm[k] - Mall);
-    const float inv = Sall == 0.0f ? 0.0f : 1.0f / Sall;
-    for (uint32_t e = threadIdx.x; e < D; e += blockDim.x) {
-        float o = 0.0f;
-        for (int k = 0; k < ATT_WARPS; k++)
-            if (wm[k] != -INFINITY)
-                o += accs[k * D + e] * expf(wm[k] - Mall);
-        out[e] = o * inv;
+    return *m_sh;
+}
+
+// This thread's elements of the accumulator through a chunk's n staged
+// values (rows of vh bytes) in position order, and the sum S: in f16 for
+// an f16 V cache as llama.cpp's CPU flash attention (and blocks.c's
+// attend_head) keeps it, rounded after every scaling and every fused
+// multiply-add; in f32 for the others.
+template <uint32_t VT>
+__device__ __forceinline__ void bg_attn_accumulate(const uint8_t *vs_rows, uint32_t vh,
+                                                   uint32_t D, uint32_t n, const float *ms,
+                                                   const float *vsc,
+                                                   float acc[ATT_MAX_PER_THREAD], float *S)
+{
+    for (uint32_t k = 0; k < n; k++) {
+        const float m = ms[k], v = vsc[k];
+        const uint8_t *vp = vs_rows + (size_t)k * vh;
+#pragma unroll
+        for (uint32_t i = 0; i < ATT_MAX_PER_THREAD; i++) {
+            const uint32_t e = threadIdx.x + i * blockDim.x;
+            if (e < D) {
+                const float x = bg_cache_get(VT, vp, e);
+                if (VT == T_F16) {
+                    const float scaled = m != 1.0f ? bg_round_f16(__fmul_rn(acc[i], m)) : acc[i];
+                    acc[i] = bg_round_f16(fmaf(x, v, scaled));
+                } else {
+                    acc[i] = __fadd_rn(__fmul_rn(acc[i], m), __fmul_rn(x, v));
+                }
+            }
+        }
+        *S = __fadd_rn(__fmul_rn(*S, m), v);
     }
 }
 
-__device__ __forceinline__ float bg_round_f16(float x) { return bg_h2f(bg_f2h(x)); }
+// The block's shared memory: the query, the output, a chunk's scores and
+// steps, the running maximum, then the chunk's K and V rows.
+struct bg_attn_shared {
+    float *qs, *out, *sc, *ms, *vs, *m;
+    uint8_t *ks, *vrows;
+};
 
-// out = softmax(scores) V for an f16 V cache as llama.cpp's CPU flash
-// attention (and blocks.c's attend_head) computes it: one online softmax
-// over the positions in order, the accumulator kept in f16 (rounded after
-// every scaling and every fused multiply-add). Splitting the positions in
-// f32 as above differs from it by up to 5e-3 in the logits of a model with
-// many attention layers. The warps score ATT_CHUNK positions at a time;
-// each thread then runs the same sequence of maxima and sums over them,
-// for its own elements (one dependent multiply-add per position).
-enum { ATT_CHUNK = 32 };
+__device__ __forceinline__ uint64_t bg_round16(uint64_t x) { return (x + 15) / 16 * 16; }
 
-__device__ void bg_attn_ordered_f16(const bg_gpu_attn_args &a, const uint8_t *kc,
-                                    const uint8_t *vc, const float *qs, uint32_t pos, float *out)
+// One head's online softmax over positions [p0, p1) of its sequence's
+// cache (kc, vc: the head's first row), ATT_CHUNK positions at a time:
+// the block stages their K and V rows, scores them, takes the softmax's
+// steps, then each thread runs its elements through them in order.
+// Leaves this thread's elements of the accumulator, and M and S.
+__device__ void bg_attn_range(const bg_gpu_attn_args &a, const uint8_t *kc, const uint8_t *vc,
+                              uint32_t p0, uint32_t p1, uint32_t chunk,
+                              const bg_attn_shared &sh, float acc[ATT_MAX_PER_THREAD],
+                              float *M_out, float *S_out)
 {
-    __shared__ float scores[ATT_CHUNK];
-    const uint32_t D = a.head_dim, w = threadIdx.x / 32;
-    float acc[ATT_MAX_PER_THREAD];
+    const uint32_t D = a.head_dim;
+    const uint32_t kh = (uint32_t)bg_head_bytes(a.type_k, D), vh = (uint32_t)bg_head_bytes(a.type_v, D);
 #pragma unroll
     for (uint32_t i = 0; i < ATT_MAX_PER_THREAD; i++)
         acc[i] = 0.0f;
     float M = -INFINITY, S = 0.0f;
-    for (uint32_t p0 = 0; p0 <= pos; p0 += ATT_CHUNK) {
-        const uint32_t n = pos + 1 - p0 < (uint32_t)ATT_CHUNK ? pos + 1 - p0 : (uint32_t)ATT_CHUNK;
-        for (uint32_t k = w; k < n; k += ATT_WARPS) {
-            const float sc = a.type_k == T_F16 ? bg_attn_score_f16(a, kc, qs, p0 + k)
-                                               : bg_attn_score(a, kc, qs, p0 + k);
-            if (threadIdx.x % 32 == 0)
-                scores[k] = sc;
+    for (uint32_t b = p0; b < p1; b += chunk) {
+        const uint32_t n = p1 - b < chunk ? p1 - b : chunk;
+        bg_stage_rows(sh.ks, kc + b * a.k_row_bytes, a.k_row_bytes, kh, n);
+        bg_stage_rows(sh.vrows, vc + b * a.v_row_bytes, a.v_row_bytes, vh, n);
+        __syncthreads();
+        switch (a.type_k) {
+        case T_F16: bg_attn_scores<T_F16>(a, sh.ks, kh, sh.qs, n, sh.sc); break;
+        case T_F32: bg_attn_scores<T_F32>(a, sh.ks, kh, sh.qs, n, sh.sc); break;
+        case T_Q8_0: bg_attn_scores<T_Q8_0>(a, sh.ks, kh, sh.qs, n, sh.sc); break;
+        default: bg_attn_scores<T_Q4_0>(a, sh.ks, kh, sh.qs, n, sh.sc); break;
         }
         __syncthreads();
-        for (uint32_t k = 0; k < n; k++) {
-            const float sc = scores[k];
-            const uint16_t *vp = (const uint16_t *)(vc + (p0 + k) * a.v_row_bytes);
-            float ms = 1.0f, vs = 1.0f;
-            if (sc > M) {
-                ms = expf(M - sc);
-                M = sc;
-#pragma unroll
-                for (uint32_t i = 0; i < ATT_MAX_PER_THREAD; i++)
-                    acc[i] = bg_round_f16(__fmul_rn(acc[i], ms));
-            } else {
-                vs = expf(sc - M);
-            }
-#pragma unroll
-            for (uint32_t i = 0; i < ATT_MAX_PER_THREAD; i++) {
-                const uint32_t e = threadIdx.x + i * blockDim.x;
-                if (e < D)
-                    acc[i] = bg_round_f16(fmaf(bg_h2f(vp[e]), vs, acc[i]));
-            }
-            S = __fadd_rn(__fmul_rn(S, ms), vs);
+        M = bg_attn_steps(sh.sc, n, M, sh.ms, sh.vs, sh.m);
+        switch (a.type_v) {
+        case T_F16: bg_attn_accumulate<T_F16>(sh.vrows, vh, D, n, sh.ms, sh.vs, acc, &S); break;
+        case T_F32: bg_attn_accumulate<T_F32>(sh.vrows, vh, D, n, sh.ms, sh.vs, acc, &S); break;
+        case T_Q8_0: bg_attn_accumulate<T_Q8_0>(sh.vrows, vh, D, n, sh.ms, sh.vs, acc, &S); break;
+        default: bg_attn_accumulate<T_Q4_0>(sh.vrows, vh, D, n, sh.ms, sh.vs, acc, &S); break;
         }
-        __syncthreads(); // scores is rewritten
+        __syncthreads(); // the stage and the steps are rewritten
     }
+    *M_out = M;
+    *S_out = S;
+}
+
+// A range's result (acc of D floats, then M and S) merged with the other
+// ranges' in order, as gpu.h defines it, into out (shared). w: shared
+// scratch of BG_GPU_ATT_SPLITS floats. The ranges were written by other
+// blocks: read past L1.
+__device__ void bg_attn_merge(const float *parts, uint32_t n_split, uint32_t D, float *w,
+                              float *out)
+{
+    float M = -INFINITY;
+    for (uint32_t z = 0; z < n_split; z++)
+        M = fmaxf(M, __ldcg(parts + (size_t)z * (D + 2) + D));
+    if (threadIdx.x < n_split)
+        w[threadIdx.x] = expf(__ldcg(parts + (size_t)threadIdx.x * (D + 2) + D) - M);
+    __syncthreads();
+    float S = 0.0f;
+    for (uint32_t z = 0; z < n_split; z++)
+        S = __fadd_rn(S, __fmul_rn(__ldcg(parts + (size_t)z * (D + 2) + D + 1), w[z]));
     const float inv = S == 0.0f ? 0.0f : 1.0f / S;
-#pragma unroll
-    for (uint32_t i = 0; i < ATT_MAX_PER_THREAD; i++) {
-        const uint32_t e = threadIdx.x + i * blockDim.x;
-        if (e < D)
-            out[e] = __fmul_rn(acc[i], inv);
+    for (uint32_t e = threadIdx.x; e < D; e += blockDim.x) {
+        float o = 0.0f;
+        for (uint32_t z = 0; z < n_split; z++)
+            o = __fadd_rn(o, __fmul_rn(__ldcg(parts + (size_t)z * (D + 2) + e), w[z]));
+        out[e] = __fmul_rn(o, inv);
     }
 }
 
-// One block per (token, head) over its sequence's positions (f32
-// accumulators split by warp, or in order in f16 for an f16 V cache); V's
-// rotation undone and the gate applied on the way out. Output in place of
-// the query in attn, and the head's span of the token's row coded for the
-// out projection (aq set: head_dim a multiple of 256).
+// The dynamic shared memory of k_attn (bg_attn_shared's layout).
+__host__ __device__ __forceinline__ uint64_t bg_attn_shared_bytes(uint32_t D, uint32_t chunk,
+                                                                  uint64_t kh, uint64_t vh)
+{
+    return (uint64_t)(2 * D + 3 * ATT_CHUNK + 4) * sizeof(float) + (chunk * kh + 15) / 16 * 16 +
+           chunk * vh;
+}
+
+// One block per (token, head, range of positions): the ranges of gpu.h's
+// split for a decode step given scratch (split), else one. A lone range
+// finishes itself; split ranges leave their results in the scratch, and
+// the last to finish (a counter per token and head, zeroed by
+// k_attn_prepare) merges them. Finishing: V's rotation undone and the gate
+// applied, output in place of the query in attn, and the head's span of
+// the token's row coded for the out projection (aq set: head_dim a
+// multiple of 256).
 __global__ void __launch_bounds__(ATT_WARPS * 32)
     k_attn(bg_gpu_attn_args a, float *attn, const float *gate, const uint8_t *k_cache,
            const uint8_t *v_cache, const uint32_t *tok_seq, const uint32_t *tok_pos,
-           uint8_t *aq)
+           uint8_t *aq, uint8_t *split, uint32_t chunk)
 {
-    BG_DYNAMIC_SHARED(float, sh); // q[D], acc[ATT_WARPS][D], then out[D]
-    const uint32_t t = blockIdx.x, h = blockIdx.y, D = a.head_dim;
-    float *qs = sh, *accs = sh + D, *out = accs + ATT_WARPS * D;
+    const uint32_t t = blockIdx.x, h = blockIdx.y, z = blockIdx.z, D = a.head_dim;
+    const uint32_t pos = tok_pos[t], seq = tok_seq[t], n_pos = pos + 1;
+    const uint32_t len = split ? BG_GPU_ATT_SPLIT_LEN(n_pos) : n_pos;
+    const uint32_t n_split = (n_pos + len - 1) / len;
+    if (z >= n_split)
+        return;
+    BG_DYNAMIC_SHARED(float, base);
+    __shared__ float merge_w[BG_GPU_ATT_SPLITS];
+    __shared__ int last;
+    const uint64_t kh = bg_head_bytes(a.type_k, D), vh = bg_head_bytes(a.type_v, D);
+    bg_attn_shared sh;
+    sh.qs = base, sh.out = base + D, sh.sc = sh.out + D, sh.ms = sh.sc + ATT_CHUNK;
+    sh.vs = sh.ms + ATT_CHUNK, sh.m = sh.vs + ATT_CHUNK;
+    sh.ks = (uint8_t *)(base + 2 * D + 3 * ATT_CHUNK + 4);
+    sh.vrows = sh.ks + bg_round16(chunk * kh);
     float *row = attn + (size_t)t * a.a_width + (size_t)h * D;
     for (uint32_t e = threadIdx.x; e < D; e += blockDim.x)
-        qs[e] = row[e];
+        sh.qs[e] = row[e];
     __syncthreads();
-    const uint32_t kvh = h / (a.n_head / a.n_head_kv), pos = tok_pos[t], seq = tok_seq[t];
-    const uint64_t kh = bg_head_bytes(a.type_k, D), vh = bg_head_bytes(a.type_v, D);
+    const uint32_t kvh = h / (a.n_head / a.n_head_kv);
     const uint8_t *kc = k_cache + seq * a.k_seq_bytes + kvh * kh;
     const uint8_t *vc = v_cache + seq * a.v_seq_bytes + kvh * vh;
-    if (a.type_v == T_F16)
-        bg_attn_ordered_f16(a, kc, vc, qs, pos, out);
-    else
-        bg_attn_split(a, kc, vc, qs, accs, pos, out);
+    float acc[ATT_MAX_PER_THREAD], M, S;
+    const uint32_t p0 = z * len, p1 = n_pos - p0 < len ? n_pos : p0 + len;
+    bg_attn_range(a, kc, vc, p0, p1, chunk, sh, acc, &M, &S);
+    if (n_split == 1) {
+        const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+#pragma unroll
+        for (uint32_t i = 0; i < ATT_MAX_PER_THREAD; i++) {
+            const uint32_t e = threadIdx.x + i * blockDim.x;
+            if (e < D)
+                sh.out[e] = __fmul_rn(acc[i], inv);
+        }
+    } else {
+        float *parts = (float *)(split + BG_GPU_ATT_SPLIT_COUNTER_BYTES(gridDim.x, a.n_head)) +
+                       (size_t)(t * a.n_head + h) * BG_GPU_ATT_SPLITS * (D + 2);
+        float *mine = parts + (size_t)z * (D + 2);
+#pragma unroll
+        for (uint32_t i = 0; i < ATT_MAX_PER_THREAD; i++) {
+            const uint32_t e = threadIdx.x + i * blockDim.x;
+            if (e < D)
+                mine[e] = acc[i];
+        }
+        if (threadIdx.x == 0) {
+            mine[D] = M;
+            mine[D + 1] = S;
+        }
+        __threadfence(); // the range's result is visible before it is counted
+        __syncthreads();
+        if (threadIdx.x == 0)
+            last = atomicAdd((int *)split + t * a.n_head + h, 1) == (int)n_split - 1;
+        __syncthreads();
+        if (!last)
+            return;
+        __threadfence();
+        bg_attn_merge(parts, n_split, D, merge_w, sh.out);
+    }
     __syncthreads();
+    float *out = sh.out;
     if (a.v_rotation) {
         // the rotation is its own inverse; chunks of v_rotation, in turn
         const float scale = 1.0f / sqrtf((float)a.v_rotation);
@@ -436,10 +567,10 @@ extern "C" int bg_cuda_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *d_
                                  float *d_gate, float *d_attn, const float *d_q_norm,
                                  const float *d_k_norm, uint8_t *d_k_cache, uint8_t *d_v_cache,
                                  const uint32_t *d_tok_seq, const uint32_t *d_tok_pos,
-                                 uint8_t *d_attn_q)
+                                 uint8_t *d_attn_q, void *d_split)
 {
     const uint32_t D = a->head_dim;
-    if (D % 32 || D > 32 * ATT_MAX_PER_LANE || a->n_head % a->n_head_kv ||
+    if (D % 32 || D > ATT_MAX_PER_THREAD * ATT_WARPS * 32 || a->n_head % a->n_head_kv ||
         a->rope_dims > D || (a->k_rotation && D % a->k_rotation) ||
         (a->v_rotation && D % a->v_rotation)) {
         snprintf(g->err, sizeof g->err, "attention: head size %u not handled", D);
@@ -449,15 +580,21 @@ extern "C" int bg_cuda_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *d_
         return -1;
     if (!a->n_tok)
         return 0;
+    uint8_t *split = a->n_tok <= BG_GPU_ATT_SPLIT_TOKENS ? (uint8_t *)d_split : NULL;
     const uint32_t heads = a->n_head > a->n_head_kv ? a->n_head : a->n_head_kv;
     BG_LAUNCH(dim3(a->n_tok, heads), D, D * sizeof(float), g->stream, k_attn_prepare)(
         *a, d_q, d_kv, d_gate, d_attn, d_q_norm, d_k_norm, d_k_cache, d_v_cache, d_tok_seq,
-        d_tok_pos);
+        d_tok_pos, (int *)split);
     if (bg_cuda_launched(g, "attention (prepare)"))
         return -1;
-    const size_t shmem = (size_t)(2 + ATT_WARPS) * D * sizeof(float);
-    BG_LAUNCH(dim3(a->n_tok, a->n_head), ATT_WARPS * 32, shmem, g->stream, k_attn)(
-        *a, d_attn, d_gate, d_k_cache, d_v_cache, d_tok_seq, d_tok_pos, d_attn_q);
+    const uint64_t kh = bg_head_bytes(a->type_k, D), vh = bg_head_bytes(a->type_v, D);
+    uint64_t chunk = (ATT_STAGE_BYTES - 16) / (kh + vh);
+    chunk = chunk > (uint64_t)ATT_CHUNK ? (uint64_t)ATT_CHUNK : chunk;
+    const size_t shmem = bg_attn_shared_bytes(D, (uint32_t)chunk, kh, vh);
+    const dim3 grid(a->n_tok, a->n_head, split ? BG_GPU_ATT_SPLITS : 1);
+    BG_LAUNCH(grid, ATT_WARPS * 32, shmem, g->stream, k_attn)(
+        *a, d_attn, d_gate, d_k_cache, d_v_cache, d_tok_seq, d_tok_pos, d_attn_q, split,
+        (uint32_t)chunk);
     return bg_cuda_launched(g, "attention");
 }
 

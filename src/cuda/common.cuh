@@ -508,7 +508,7 @@ int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_xn, const ui
 int bg_cuda_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *d_q, float *d_kv,
                       float *d_gate, float *d_attn, const float *d_q_norm, const float *d_k_norm,
                       uint8_t *d_k_cache, uint8_t *d_v_cache, const uint32_t *d_tok_seq,
-                      const uint32_t *d_tok_pos, uint8_t *d_attn_q);
+                      const uint32_t *d_tok_pos, uint8_t *d_attn_q, void *d_split);
 int bg_cuda_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float *d_qkv, const float *d_z,
                      float *d_heads, const float *d_dt, const float *d_a,
                      const float *d_conv_w, const float *d_norm_w, float *d_conv, float *d_ssm,

@@ -193,6 +193,14 @@ template <typename T> T __shfl_xor_sync(unsigned, T v, int mask)
     return bg_emu::shuffle(v, bg_emu::lane() ^ (unsigned)mask);
 }
 template <typename T> T __shfl_sync(unsigned, T v, int src) { return bg_emu::shuffle(v, (unsigned)src); }
+template <typename T> T __shfl_up_sync(unsigned, T v, unsigned delta)
+{
+    const unsigned lane = bg_emu::lane();
+    return bg_emu::shuffle(v, lane >= delta ? lane - delta : lane);
+}
+// Blocks run one after another: every write is visible to later blocks.
+inline void __threadfence(void) {}
+template <typename T> T __ldcg(const T *p) { return *p; }
 
 // Threads switch only at barriers, so these are atomic here.
 inline int atomicAdd(int *p, int v)
