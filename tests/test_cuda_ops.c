@@ -125,31 +125,37 @@ static void matmuls(void)
         BG_TYPE_Q6_K, BG_TYPE_IQ4_NL, BG_TYPE_IQ4_XS,
     };
     static const uint32_t toks[] = {1, 3, 8, 13};
-    const uint64_t n_in = 768, n_out = 70;
-    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+    /* rows of 768 take a warp each; rows of 256 (integer path) 8 lanes,
+     * four rows to a warp, 70 not a multiple of a block's rows */
+    static const uint64_t widths[] = {768, 256};
+    const uint64_t n_out = 70;
+    for (size_t i = 0; i < 2 * sizeof types / sizeof *types; i++) {
+        const uint64_t n_in = widths[i % 2];
+        const uint32_t type = types[i / 2];
         uint64_t mark = used;
-        uint64_t w = put_weights(types[i], n_in, n_out, 0.05f);
+        uint64_t w = put_weights(type, n_in, n_out, 0.05f);
         for (size_t k = 0; k < sizeof toks / sizeof *toks; k++) {
             const uint32_t n = toks[k];
             uint64_t x = put_random(n * (n_in + 4), 1.0f), y = put_zeros(n * (n_out + 2));
-            int rc = dev->matmul(dg, types[i], D(w), n_in, n_out, D(x), n_in + 4, NULL, D(y),
+            int rc = dev->matmul(dg, type, D(w), n_in, n_out, D(x), n_in + 4, NULL, D(y),
                                  n_out + 2, n);
-            mock.matmul(rg, types[i], R(w), n_in, n_out, R(x), n_in + 4, NULL, R(y), n_out + 2, n);
+            mock.matmul(rg, type, R(w), n_in, n_out, R(x), n_in + 4, NULL, R(y), n_out + 2, n);
             double e = rc ? INFINITY : compare_floats(y, n * (n_out + 2));
-            CHECK(e <= 1e-5, "matmul %s, %u tokens: NMSE %.3g%s%s", brigade_type_name(types[i]), n,
-                  e, rc ? ": " : "", rc ? dev->error(dg) : "");
+            CHECK(e <= 1e-5, "matmul %s, rows of %u, %u tokens: NMSE %.3g%s%s",
+                  brigade_type_name(type), (unsigned)n_in, n, e, rc ? ": " : "",
+                  rc ? dev->error(dg) : "");
         }
         /* gate and up rows together: h = silu(Wg x) * Wu x */
-        uint64_t wu = put_weights(types[i], n_in, n_out, 0.05f);
+        uint64_t wu = put_weights(type, n_in, n_out, 0.05f);
         for (uint32_t n = 1; n <= 13; n += 12) {
             uint64_t x = put_random(n * n_in, 1.0f), h = put_zeros(n * (n_out + 2));
-            int rc = dev->matmul_swiglu(dg, types[i], D(w), D(wu), n_in, n_out, D(x), n_in, D(h),
+            int rc = dev->matmul_swiglu(dg, type, D(w), D(wu), n_in, n_out, D(x), n_in, D(h),
                                         n_out + 2, n);
-            mock.matmul_swiglu(rg, types[i], R(w), R(wu), n_in, n_out, R(x), n_in, R(h),
+            mock.matmul_swiglu(rg, type, R(w), R(wu), n_in, n_out, R(x), n_in, R(h),
                                n_out + 2, n);
             double e = rc ? INFINITY : compare_floats(h, n * (n_out + 2));
             CHECK(e <= 1e-5, "matmul_swiglu %s, %u tokens: NMSE %.3g%s%s",
-                  brigade_type_name(types[i]), n, e, rc ? ": " : "", rc ? dev->error(dg) : "");
+                  brigade_type_name(type), n, e, rc ? ": " : "", rc ? dev->error(dg) : "");
         }
         used = mark;
     }

@@ -3,8 +3,10 @@
 // experts' gate/up/down rows, all on the device (backend.cu's expert_sum
 // weighs and adds them).
 //
-// Decode is memory-bound: each warp streams one weight row once per group
-// of up to MM_TOK tokens, dequantizing 32 values at a time in registers.
+// Decode is memory-bound: a warp streams one weight row once per group of
+// up to MM_TOK tokens, dequantizing 32 values at a time in registers; on
+// the integer path, short rows (512 or 256 wide) take 16 or 8 lanes each,
+// so no lane idles.
 // Not yet run on a GPU (written in a session without one).
 #include "common.cuh"
 
@@ -47,26 +49,47 @@ template <int K> __device__ __forceinline__ void bg_round_act(float x[32], bool 
         x[j] = q[j] * d;
 }
 
-// The accumulators of NR rows by MM_TOK tokens: zeroed; summed over the
-// warp's lanes for the nt tokens used (nt is the same in every lane).
-template <int NR> __device__ __forceinline__ void bg_acc_zero(float acc[NR][MM_TOK])
+// The accumulators of NR rows by TOK tokens (MM_TOK, or 1 for a decode
+// step: fewer registers, more warps resident): zeroed; summed over a row's
+// lanes for the nt tokens used (nt is the same in every lane).
+template <int NR, int TOK> __device__ __forceinline__ void bg_acc_zero(float acc[NR][TOK])
 {
 #pragma unroll
     for (int r = 0; r < NR; r++)
 #pragma unroll
-        for (int t = 0; t < MM_TOK; t++)
+        for (int t = 0; t < TOK; t++)
             acc[r][t] = 0.0f;
 }
-template <int NR> __device__ __forceinline__ void bg_acc_warp_sum(float acc[NR][MM_TOK], int nt)
+// lanes: the lanes that share a row (32, 16 or 8; aligned groups).
+template <int NR, int TOK>
+__device__ __forceinline__ void bg_acc_lanes_sum(float acc[NR][TOK], int nt, int lanes)
 {
 #pragma unroll
     for (int r = 0; r < NR; r++)
 #pragma unroll
-        for (int t = 0; t < MM_TOK; t++) {
+        for (int t = 0; t < TOK; t++) {
             if (t >= nt)
                 break;
-            acc[r][t] = bg_warp_sum(acc[r][t]);
+            for (int o = lanes / 2; o > 0; o >>= 1)
+                acc[r][t] += __shfl_xor_sync(0xffffffffu, acc[r][t], o);
         }
+}
+
+// The rows of weights a warp computes: a row per `lanes` lanes, 32 / lanes
+// rows per warp (short rows on the integer path would leave most of a warp
+// idle). False when the warp has none; else o is this lane's row, and
+// valid false where the warp's last rows pass n_out (those lanes still
+// take part in the sums, on no chunks, and write nothing).
+__device__ __forceinline__ bool bg_warp_rows(uint64_t warp, uint64_t n_out, int lanes,
+                                             uint64_t *o, bool *valid)
+{
+    const uint64_t first = warp * (uint64_t)(32 / lanes);
+    if (first >= n_out)
+        return false;
+    const uint64_t mine = first + (threadIdx.x % 32) / (uint32_t)lanes;
+    *valid = mine < n_out;
+    *o = *valid ? mine : first;
+    return true;
 }
 
 // ---------------------------------------------- the integer path
@@ -165,23 +188,23 @@ __global__ void k_code_act(const float *x, size_t xs, uint64_t n_in, uint32_t n_
     }
 }
 
-// NR rows against nt tokens' coded activations (xq[t]: token t's row).
-template <int T, int NR>
+// NR rows against nt tokens' coded activations (xq[t]: token t's row),
+// over the `lanes` lanes of this lane's row (none of it unless valid).
+template <int T, int NR, int TOK>
 __device__ __forceinline__ void bg_rows_dot_int(const uint8_t *const rows[NR], uint64_t n_in,
-                                                const uint8_t *const xq[MM_TOK], int nt,
-                                                float acc[NR][MM_TOK])
+                                                const uint8_t *const xq[TOK], int nt,
+                                                float acc[NR][TOK], int lanes, bool valid)
 {
-    const int lane = threadIdx.x % 32;
-    bg_acc_zero<NR>(acc);
-    const uint64_t n_chunks = n_in / 32;
-    for (uint64_t c = lane; c < n_chunks; c += 32) {
+    bg_acc_zero<NR, TOK>(acc);
+    const uint64_t n_chunks = valid ? n_in / 32 : 0;
+    for (uint64_t c = threadIdx.x % (uint32_t)lanes; c < n_chunks; c += (uint32_t)lanes) {
         int w[NR][8];
         float s0[NR], s1[NR], m[NR];
 #pragma unroll
         for (int r = 0; r < NR; r++)
             bg_int32<T>(rows[r], c, w[r], &s0[r], &s1[r], &m[r]);
 #pragma unroll
-        for (int t = 0; t < MM_TOK; t++) {
+        for (int t = 0; t < TOK; t++) {
             if (t >= nt)
                 break;
             const uint4 *ap = BG_ALIGNED(const uint4 *, xq[t] + c * 32);
@@ -205,7 +228,7 @@ __device__ __forceinline__ void bg_rows_dot_int(const uint8_t *const rows[NR], u
             }
         }
     }
-    bg_acc_warp_sum<NR>(acc, nt);
+    bg_acc_lanes_sum<NR, TOK>(acc, nt, lanes);
 }
 
 // ---------------------------------------------- the float path
@@ -245,7 +268,7 @@ __device__ __forceinline__ void bg_rows_dot(const uint8_t *const rows[NR], uint6
                                             float acc[NR][MM_TOK])
 {
     const int lane = threadIdx.x % 32;
-    bg_acc_zero<NR>(acc);
+    bg_acc_zero<NR, MM_TOK>(acc);
     const uint64_t n_chunks = n_in / 32;
     for (uint64_t c0 = 0; c0 < n_chunks; c0 += 32) {
         const uint64_t c = c0 + lane;
@@ -257,56 +280,56 @@ __device__ __forceinline__ void bg_rows_dot(const uint8_t *const rows[NR], uint6
                 bg_deq32<T>(rows[r], c, v[r]);
         bg_acc_tokens<T, NR>(v, xr, c, nt, active, acc);
     }
-    bg_acc_warp_sum<NR>(acc, nt);
+    bg_acc_lanes_sum<NR, MM_TOK>(acc, nt, 32);
 }
 
-// Row o of W against every token, MM_TOK at a time (NR = 1: y = W x), or
+// Row o of W against every token, TOK at a time (NR = 1: y = W x), or
 // rows o of Wg (w0) and Wu (w1) together (NR = 2: y = silu(Wg x) * Wu x).
-// xq: the tokens' coded activations (integer path), or NULL.
-template <int T, int NR>
+// INT: the integer path over the tokens' coded activations xq (`lanes`
+// lanes a row, bg_warp_rows); else the float path over x (a warp a row,
+// MM_TOK tokens at a time). Each path is its own kernel, so the float
+// path's registers do not crowd the integer path's.
+template <int T, int NR, int TOK, bool INT>
 __device__ __forceinline__ void bg_matmul_row(const uint8_t *w0, const uint8_t *w1, uint64_t o,
-                                              uint64_t n_in, const float *x, size_t xs,
-                                              const uint8_t *xq, float *y, size_t ys,
-                                              uint32_t n_tok)
+                                              bool valid, int lanes, uint64_t n_in,
+                                              const float *x, size_t xs, const uint8_t *xq,
+                                              float *y, size_t ys, uint32_t n_tok)
 {
     const uint64_t at = o * bg_row_bytes<T>(n_in), qs = bg_code_row_bytes(n_in);
     const uint8_t *const rows[2] = {w0 + at, w1 + at};
-    for (uint32_t t0 = blockIdx.y * MM_TOK; t0 < n_tok; t0 += gridDim.y * MM_TOK) {
-        const int nt = n_tok - t0 < MM_TOK ? (int)(n_tok - t0) : MM_TOK;
-        float acc[NR][MM_TOK];
-        bool done = false;
-        if constexpr (bg_int_path<T>::on) {
-            if (xq) {
-                const uint8_t *xr[MM_TOK];
+    for (uint32_t t0 = blockIdx.y * TOK; t0 < n_tok; t0 += gridDim.y * TOK) {
+        const int nt = n_tok - t0 < (uint32_t)TOK ? (int)(n_tok - t0) : TOK;
+        float acc[NR][TOK];
+        if constexpr (INT) {
+            const uint8_t *xr[TOK];
 #pragma unroll
-                for (int t = 0; t < MM_TOK; t++)
-                    xr[t] = xq + (size_t)(t0 + (t < nt ? t : 0)) * qs;
-                bg_rows_dot_int<T, NR>(rows, n_in, xr, nt, acc);
-                done = true;
-            }
-        }
-        if (!done) {
-            const float *xr[MM_TOK];
+            for (int t = 0; t < TOK; t++)
+                xr[t] = xq + (size_t)(t0 + (t < nt ? t : 0)) * qs;
+            bg_rows_dot_int<T, NR, TOK>(rows, n_in, xr, nt, acc, lanes, valid);
+        } else {
+            static_assert(TOK == MM_TOK, "the float path groups MM_TOK tokens");
+            const float *xr[TOK];
 #pragma unroll
-            for (int t = 0; t < MM_TOK; t++)
+            for (int t = 0; t < TOK; t++)
                 xr[t] = x + (size_t)(t0 + (t < nt ? t : 0)) * xs;
             bg_rows_dot<T, NR>(rows, n_in, xr, nt, acc);
         }
-        if (threadIdx.x % 32 == 0)
+        if (threadIdx.x % (uint32_t)lanes == 0 && valid)
             for (int t = 0; t < nt; t++)
                 y[(size_t)(t0 + t) * ys + o] =
                     NR == 2 ? bg_silu(acc[0][t]) * acc[NR - 1][t] : acc[0][t];
     }
 }
 
-template <int T, int NR>
+template <int T, int NR, int TOK, bool INT>
 __global__ void __launch_bounds__(MM_WARPS * 32)
     k_matmul(const uint8_t *w0, const uint8_t *w1, uint64_t n_in, uint64_t n_out, const float *x,
-             size_t xs, const uint8_t *xq, float *y, size_t ys, uint32_t n_tok)
+             size_t xs, const uint8_t *xq, float *y, size_t ys, uint32_t n_tok, int lanes)
 {
-    const uint64_t o = (uint64_t)blockIdx.x * MM_WARPS + threadIdx.x / 32;
-    if (o < n_out)
-        bg_matmul_row<T, NR>(w0, w1, o, n_in, x, xs, xq, y, ys, n_tok);
+    uint64_t o;
+    bool valid;
+    if (bg_warp_rows((uint64_t)blockIdx.x * MM_WARPS + threadIdx.x / 32, n_out, lanes, &o, &valid))
+        bg_matmul_row<T, NR, TOK, INT>(w0, w1, o, valid, lanes, n_in, x, xs, xq, y, ys, n_tok);
 }
 
 // Whether products with weights of this type code their activations for
@@ -343,10 +366,49 @@ static const uint8_t *code_act(bg_gpu *g, uint32_t type, const float *x, size_t 
     return g->scratch;
 }
 
-static dim3 mm_grid(uint64_t n_out, uint32_t n_tok)
+// The lanes that share a row of n_in (bg_warp_rows): fewer than a warp for
+// short rows on the integer path (an expert's down rows, 512 wide in
+// Qwen3.6), so every lane has a chunk of 32 to read.
+static int row_lanes(const uint8_t *xq, uint64_t n_in)
+{
+    const uint64_t chunks = n_in / 32;
+    return !xq || chunks > 16 ? 32 : chunks > 8 ? 16 : 8;
+}
+
+// Blocks of MM_WARPS warps for n_out rows, lanes to a row.
+static uint32_t row_blocks(uint64_t n_out, int lanes)
+{
+    const uint64_t per_block = (uint64_t)MM_WARPS * (uint64_t)(32 / lanes);
+    return (uint32_t)((n_out + per_block - 1) / per_block);
+}
+
+static dim3 mm_grid(uint64_t n_out, uint32_t n_tok, int lanes)
 {
     uint32_t groups = (n_tok + MM_TOK - 1) / MM_TOK;
-    return dim3((unsigned)((n_out + MM_WARPS - 1) / MM_WARPS), groups > 65535 ? 65535 : groups);
+    return dim3(row_blocks(n_out, lanes), groups > 65535 ? 65535 : groups);
+}
+
+// Launches k_matmul for weights of type T: the integer path when x is
+// coded (one token alone, as in a decode step, takes the one-token
+// kernel), else the float path.
+template <int T, int NR>
+static void launch_matmul(bg_gpu *g, dim3 grid, const uint8_t *w0, const uint8_t *w1,
+                          uint64_t n_in, uint64_t n_out, const float *x, size_t xs,
+                          const uint8_t *xq, float *y, size_t ys, uint32_t n_tok, int lanes)
+{
+    if constexpr (bg_int_path<T>::on) {
+        if (xq) {
+            if (n_tok == 1)
+                BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul<T, NR, 1, true>)(
+                    w0, w1, n_in, n_out, x, xs, xq, y, ys, n_tok, lanes);
+            else
+                BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul<T, NR, MM_TOK, true>)(
+                    w0, w1, n_in, n_out, x, xs, xq, y, ys, n_tok, lanes);
+            return;
+        }
+    }
+    BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul<T, NR, MM_TOK, false>)(
+        w0, w1, n_in, n_out, x, xs, xq, y, ys, n_tok, lanes);
 }
 
 // y = W x (w1 NULL), or y = silu(W x) * W1 x; xq_pre: x coded, or NULL.
@@ -365,14 +427,13 @@ static int matmul(bg_gpu *g, uint32_t type, const void *w0, const void *w1, uint
     const uint8_t *xq = code_act(g, type, x, xs, n_in, n_tok, xq_pre, &rc);
     if (rc)
         return rc;
-    const dim3 grid = mm_grid(n_out, n_tok);
+    const int lanes = row_lanes(xq, n_in);
+    const dim3 grid = mm_grid(n_out, n_tok, lanes);
     const uint8_t *p0 = (const uint8_t *)w0, *p1 = w1 ? (const uint8_t *)w1 : p0;
     bool ok;
 #define MM(T)                                                                                \
-    (w1 ? BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul<T, 2>)(p0, p1, n_in, n_out, x, xs, \
-                                                                        xq, y, ys, n_tok)    \
-        : BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul<T, 1>)(p0, p1, n_in, n_out, x, xs, \
-                                                                        xq, y, ys, n_tok))
+    (w1 ? launch_matmul<T, 2>(g, grid, p0, p1, n_in, n_out, x, xs, xq, y, ys, n_tok, lanes)   \
+        : launch_matmul<T, 1>(g, grid, p0, p1, n_in, n_out, x, xs, xq, y, ys, n_tok, lanes))
     BG_DISPATCH(type, ok, MM);
 #undef MM
     if (!ok) {
@@ -393,22 +454,28 @@ struct bg_multi {
     uint32_t type[BG_GPU_MAX_PROJ];
     uint32_t first_block[BG_GPU_MAX_PROJ + 1];
     uint32_t n;
+    int lanes; // to a row (row_lanes)
 };
 
 // Blocks [first_block[k], first_block[k + 1]) compute product k; each
 // block's rows have one type, so the switch does not split a warp.
+template <int TOK>
 __global__ void __launch_bounds__(MM_WARPS * 32)
     k_matmul_multi(bg_multi m, uint64_t n_in, const uint8_t *xq, uint32_t n_tok)
 {
     uint32_t k = 0;
     while (k + 1 < m.n && blockIdx.x >= m.first_block[k + 1])
         k++;
-    const uint64_t o = (uint64_t)(blockIdx.x - m.first_block[k]) * MM_WARPS + threadIdx.x / 32;
-    if (o >= m.n_out[k])
+    uint64_t o;
+    bool valid;
+    if (!bg_warp_rows((uint64_t)(blockIdx.x - m.first_block[k]) * MM_WARPS + threadIdx.x / 32,
+                      m.n_out[k], m.lanes, &o, &valid))
         return;
     switch (m.type[k]) {
     // integer path only (xq is set): x is not read
-#define ROW(T) bg_matmul_row<T, 1>(m.w[k], m.w[k], o, n_in, NULL, 0, xq, m.y[k], m.ys[k], n_tok)
+#define ROW(T)                                                                                 \
+    bg_matmul_row<T, 1, TOK, true>(m.w[k], m.w[k], o, valid, m.lanes, n_in, NULL, 0, xq, m.y[k], \
+                                   m.ys[k], n_tok)
     case T_Q4_K: ROW(T_Q4_K); break;
     case T_Q6_K: ROW(T_Q6_K); break;
     case T_Q8_0: ROW(T_Q8_0); break;
@@ -444,6 +511,7 @@ extern "C" int bg_cuda_matmul_multi(bg_gpu *g, const bg_gpu_proj *proj, uint32_t
         return 0;
     }
     bg_multi m = {};
+    m.lanes = row_lanes(xq, n_in);
     uint32_t blocks = 0;
     for (uint32_t k = 0; k < n_proj; k++) {
         m.w[k] = (const uint8_t *)proj[k].d_w;
@@ -452,13 +520,16 @@ extern "C" int bg_cuda_matmul_multi(bg_gpu *g, const bg_gpu_proj *proj, uint32_t
         m.ys[k] = proj[k].y_stride;
         m.type[k] = proj[k].type;
         m.first_block[k] = blocks;
-        blocks += (uint32_t)((proj[k].n_out + MM_WARPS - 1) / MM_WARPS);
+        blocks += row_blocks(proj[k].n_out, m.lanes);
     }
     m.first_block[n_proj] = blocks;
     m.n = n_proj;
     const uint32_t groups = (n_tok + MM_TOK - 1) / MM_TOK;
     const dim3 grid(blocks, groups > 65535 ? 65535 : groups);
-    BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul_multi)(m, n_in, xq, n_tok);
+    if (n_tok == 1)
+        BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul_multi<1>)(m, n_in, xq, n_tok);
+    else
+        BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul_multi<MM_TOK>)(m, n_in, xq, n_tok);
     return bg_cuda_launched(g, "matmul (several)");
 }
 
@@ -642,6 +713,7 @@ struct bg_egroup {
     uint32_t x_div;
     float *y; // y[slot][o], stride ys
     size_t ys;
+    int lanes; // to a row (row_lanes)
 };
 
 __device__ __forceinline__ size_t bg_egroup_xrow(int32_t slot, uint32_t n_routed, uint32_t x_div)
@@ -652,9 +724,10 @@ __device__ __forceinline__ size_t bg_egroup_xrow(int32_t slot, uint32_t n_routed
 
 // Rows o of the matrices of the blockIdx.y-th expert chosen (the last
 // blockIdx.y: the shared expert, when set), over the slots filed under it,
-// MM_TOK at a time. NR = 2: gate (w[0]) and up (w[1]) together, y =
-// silu(gate) * up; NR = 1: y = w[0] x.
-template <int T, int NR>
+// TOK at a time (1 for a decode step: one slot per expert). NR = 2: gate
+// (w[0]) and up (w[1]) together, y = silu(gate) * up; NR = 1: y = w[0] x.
+// INT: the integer path over p.xq, else the float path over p.x.
+template <int T, int NR, int TOK, bool INT>
 __global__ void __launch_bounds__(MM_WARPS * 32) k_expert_group(const bg_egroup p)
 {
     const int32_t *offsets = p.groups, *n_active = p.groups + p.n_expert + 1;
@@ -662,8 +735,10 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_expert_group(const bg_egroup 
     const bool shared = p.shared[0] && blockIdx.y == gridDim.y - 1;
     if (!shared && (int32_t)blockIdx.y >= *n_active)
         return;
-    const uint64_t o = (uint64_t)blockIdx.x * MM_WARPS + threadIdx.x / 32;
-    if (o >= p.n_out)
+    uint64_t o;
+    bool valid;
+    if (!bg_warp_rows((uint64_t)blockIdx.x * MM_WARPS + threadIdx.x / 32, p.n_out, p.lanes, &o,
+                      &valid))
         return;
     const uint64_t at = o * bg_row_bytes<T>(p.n_in), qs = bg_code_row_bytes(p.n_in);
     int32_t first = 0, end = (int32_t)p.n_shared;
@@ -676,34 +751,30 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_expert_group(const bg_egroup 
         rows[0] = p.w[0] + (uint64_t)e * p.expert_bytes + at;
         rows[1] = p.w[1] + (uint64_t)e * p.expert_bytes + at;
     }
-    for (int32_t i0 = first; i0 < end; i0 += MM_TOK) {
-        const int nt = end - i0 < MM_TOK ? end - i0 : MM_TOK;
-        int32_t slot[MM_TOK];
+    for (int32_t i0 = first; i0 < end; i0 += TOK) {
+        const int nt = end - i0 < TOK ? end - i0 : TOK;
+        int32_t slot[TOK];
 #pragma unroll
-        for (int t = 0; t < MM_TOK; t++) {
+        for (int t = 0; t < TOK; t++) {
             const int32_t i = i0 + (t < nt ? t : 0);
             slot[t] = shared ? (int32_t)p.n_routed + i : sorted[i];
         }
-        float acc[NR][MM_TOK];
-        bool done = false;
-        if constexpr (bg_int_path<T>::on) {
-            if (p.xq) {
-                const uint8_t *xr[MM_TOK];
+        float acc[NR][TOK];
+        if constexpr (INT) {
+            const uint8_t *xr[TOK];
 #pragma unroll
-                for (int t = 0; t < MM_TOK; t++)
-                    xr[t] = p.xq + bg_egroup_xrow(slot[t], p.n_routed, p.x_div) * qs;
-                bg_rows_dot_int<T, NR>(rows, p.n_in, xr, nt, acc);
-                done = true;
-            }
-        }
-        if (!done) {
-            const float *xr[MM_TOK];
+            for (int t = 0; t < TOK; t++)
+                xr[t] = p.xq + bg_egroup_xrow(slot[t], p.n_routed, p.x_div) * qs;
+            bg_rows_dot_int<T, NR, TOK>(rows, p.n_in, xr, nt, acc, p.lanes, valid);
+        } else {
+            static_assert(TOK == MM_TOK, "the float path groups MM_TOK tokens");
+            const float *xr[TOK];
 #pragma unroll
-            for (int t = 0; t < MM_TOK; t++)
+            for (int t = 0; t < TOK; t++)
                 xr[t] = p.x + bg_egroup_xrow(slot[t], p.n_routed, p.x_div) * p.xs;
             bg_rows_dot<T, NR>(rows, p.n_in, xr, nt, acc);
         }
-        if (threadIdx.x % 32 == 0)
+        if (threadIdx.x % (uint32_t)p.lanes == 0 && valid)
             for (int t = 0; t < nt; t++) {
                 const float v = NR == 2 ? bg_silu(acc[0][t]) * acc[NR - 1][t] : acc[0][t];
                 p.y[(size_t)slot[t] * p.ys + o] = v;
@@ -711,11 +782,30 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_expert_group(const bg_egroup 
     }
 }
 
+// Launches k_expert_group for weights of type T, as launch_matmul does
+// k_matmul (lone: a decode step's one token, so one slot per expert).
+template <int T, int NR>
+static void launch_expert_group(bg_gpu *g, dim3 grid, const bg_egroup &p, bool lone)
+{
+    if constexpr (bg_int_path<T>::on) {
+        if (p.xq) {
+            if (lone)
+                BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_expert_group<T, NR, 1, true>)(p);
+            else
+                BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream,
+                          k_expert_group<T, NR, MM_TOK, true>)(p);
+            return;
+        }
+    }
+    BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_expert_group<T, NR, MM_TOK, false>)(p);
+}
+
 // One grouped expert product (NR = 1, or gate and up fused when NR = 2 and
-// both have the type) over x's n_x rows (xq_pre: coded, or NULL); grid:
-// rows by (at most) every expert chosen, and the shared expert.
+// both have the type) over x's n_x rows (xq_pre: coded, or NULL) for
+// n_tok tokens; grid: rows by (at most) every expert chosen, and the
+// shared expert.
 static int expert_group(bg_gpu *g, int nr, uint32_t type, bg_egroup p, uint32_t n_x,
-                        const uint8_t *xq_pre)
+                        const uint8_t *xq_pre, uint32_t n_tok)
 {
     int rc;
     p.xq = code_act(g, type, p.x, p.xs, p.n_in, n_x, xq_pre, &rc);
@@ -724,12 +814,12 @@ static int expert_group(bg_gpu *g, int nr, uint32_t type, bg_egroup p, uint32_t 
     if (nr == 1)
         p.w[1] = p.w[0], p.shared[1] = p.shared[0];
     const uint32_t n_groups = p.n_routed < p.n_expert ? p.n_routed : p.n_expert;
-    const dim3 grid((unsigned)((p.n_out + MM_WARPS - 1) / MM_WARPS),
-                    n_groups + (p.shared[0] ? 1 : 0));
+    p.lanes = row_lanes(p.xq, p.n_in);
+    const dim3 grid(row_blocks(p.n_out, p.lanes), n_groups + (p.shared[0] ? 1 : 0));
     bool ok;
 #define EG(T)                                                                                 \
-    (nr == 2 ? BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_expert_group<T, 2>)(p)         \
-             : BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_expert_group<T, 1>)(p))
+    (nr == 2 ? launch_expert_group<T, 2>(g, grid, p, n_tok == 1)                             \
+             : launch_expert_group<T, 1>(g, grid, p, n_tok == 1))
     BG_DISPATCH(type, ok, EG);
 #undef EG
     if (!ok) {
@@ -762,7 +852,7 @@ extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_x
     p.y = d_h, p.ys = a->n_ff;
     if (a->type_gate == a->type_up) {
         p.w[1] = (const uint8_t *)d_up, p.shared[1] = (const uint8_t *)a->d_up_shexp;
-        if (expert_group(g, 2, a->type_gate, p, a->n_tok, d_xq))
+        if (expert_group(g, 2, a->type_gate, p, a->n_tok, d_xq, a->n_tok))
             return -1;
     } else {
         // up into slot_out (free until the down rows; n_ff <= n_embd), then
@@ -771,8 +861,8 @@ extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_x
         up.w[0] = (const uint8_t *)d_up, up.shared[0] = (const uint8_t *)a->d_up_shexp;
         up.expert_bytes = a->up_expert_bytes;
         up.y = d_slot_out;
-        if (expert_group(g, 1, a->type_gate, p, a->n_tok, d_xq) ||
-            expert_group(g, 1, a->type_up, up, a->n_tok, d_xq) ||
+        if (expert_group(g, 1, a->type_gate, p, a->n_tok, d_xq, a->n_tok) ||
+            expert_group(g, 1, a->type_up, up, a->n_tok, d_xq, a->n_tok) ||
             bg_cuda_silu_mul(g, d_h, d_slot_out, a->n_ff, a->n_ff, all))
             return -1;
     }
@@ -782,5 +872,5 @@ extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_x
     down.n_in = a->n_ff, down.n_out = a->n_embd;
     down.x = d_h, down.xs = a->n_ff, down.x_div = 1;
     down.y = d_slot_out, down.ys = a->n_embd;
-    return expert_group(g, 1, a->type_down, down, all, NULL);
+    return expert_group(g, 1, a->type_down, down, all, NULL, a->n_tok);
 }
