@@ -149,25 +149,26 @@ template <>
 __device__ __forceinline__ void bg_int32<T_Q6_K>(const uint8_t *row, uint64_t c, int w[8],
                                                  float *s0, float *s1, float *m)
 {
-    const uint8_t *b = row + (c / 8) * 210;
-    const uint8_t *ql = b, *qh = b + 128;
+    // A chunk's 32 values have 32 consecutive bytes of ql (their low or
+    // high nibbles) and of qh (one 2-bit field), so a word at a time: four
+    // 6-bit values, then minus 32 in each byte without borrows between
+    // them (bit 7 set first, flipped back after).
+    const uint8_t *b = row + (c / 8) * 210; // 2-byte aligned: the block is 210 bytes
     const int8_t *scales = (const int8_t *)(b + 192);
     const float d = bg_h2f(bg_ld16(b + 208));
     const int e0 = 32 * (int)(c % 8), h = e0 / 128, el0 = e0 % 128;
     *s0 = __fmul_rn(d, (float)scales[e0 / 16]);
     *s1 = __fmul_rn(d, (float)scales[e0 / 16 + 1]);
     *m = 0.0f;
+    const uint16_t *ql = BG_ALIGNED(const uint16_t *, b + 64 * h + el0 % 64);
+    const uint16_t *qh = BG_ALIGNED(const uint16_t *, b + 128 + 32 * h);
+    const int lo_shift = el0 >= 64 ? 4 : 0, hi_shift = 2 * (el0 / 32);
 #pragma unroll
     for (int k = 0; k < 8; k++) {
-        uint32_t word = 0;
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const int el = el0 + 4 * k + j;
-            const int lo = el < 64 ? ql[64 * h + el] & 0xF : ql[64 * h + el - 64] >> 4;
-            const int hi = (qh[32 * h + el % 32] >> (2 * (el / 32))) & 3;
-            word |= (uint32_t)(uint8_t)(int8_t)((lo | hi << 4) - 32) << (8 * j);
-        }
-        w[k] = (int)word;
+        const uint32_t lo = (uint32_t)ql[2 * k] | (uint32_t)ql[2 * k + 1] << 16;
+        const uint32_t hi = (uint32_t)qh[2 * k] | (uint32_t)qh[2 * k + 1] << 16;
+        const uint32_t v = ((lo >> lo_shift) & 0x0F0F0F0Fu) | ((hi >> hi_shift) & 0x03030303u) << 4;
+        w[k] = (int)(((v | 0x80808080u) - 0x20202020u) ^ 0x80808080u);
     }
 }
 
