@@ -149,6 +149,7 @@ enum { ACT_F32, ACT_F16, ACT_BF16, ACT_Q8_0, ACT_Q8_K };
 // modelled). Q8_K: per 256 values, the 8 lanes of a super-block agree on
 // the largest magnitude (first on ties), d = max / -127, codes
 // min(127, round(x / d)). Every lane of the warp must call it for Q8_K.
+// q may be x (each code is written after its value's last read).
 template <int K>
 __device__ __forceinline__ void bg_code_act(const float x[32], bool active, float q[32], float *d)
 {
@@ -217,18 +218,25 @@ __host__ __device__ constexpr uint64_t bg_code_row_bytes(uint64_t n_in)
     return BG_GPU_ACT_CODE_BYTES(n_in);
 }
 
-// Stores chunk c's 32 codes and scale into a coded row of n_in: the codes
-// first (16-byte aligned), then a float scale per 32.
-__device__ __forceinline__ void bg_store_codes(uint8_t *row, uint64_t n_in, uint64_t c,
-                                               const float q[32], float d)
+// A chunk's 32 codes (whole numbers in [-127, 127]) as 8 words of four
+// int8, in order.
+__device__ __forceinline__ void bg_pack_codes(const float q[32], uint32_t words[8])
 {
-    uint32_t words[8];
 #pragma unroll
     for (int k = 0; k < 8; k++)
         words[k] = (uint32_t)(uint8_t)(int8_t)q[4 * k] |
                    (uint32_t)(uint8_t)(int8_t)q[4 * k + 1] << 8 |
                    (uint32_t)(uint8_t)(int8_t)q[4 * k + 2] << 16 |
                    (uint32_t)(uint8_t)(int8_t)q[4 * k + 3] << 24;
+}
+
+// Stores chunk c's 32 codes and scale into a coded row of n_in: the codes
+// first (16-byte aligned), then a float scale per 32.
+__device__ __forceinline__ void bg_store_codes(uint8_t *row, uint64_t n_in, uint64_t c,
+                                               const float q[32], float d)
+{
+    uint32_t words[8];
+    bg_pack_codes(q, words);
     uint4 *out = BG_ALIGNED(uint4 *, row + c * 32);
     out[0] = make_uint4(words[0], words[1], words[2], words[3]);
     out[1] = make_uint4(words[4], words[5], words[6], words[7]);

@@ -189,6 +189,30 @@ __global__ void k_code_act(const float *x, size_t xs, uint64_t n_in, uint32_t n_
     }
 }
 
+// acc[r][t] += chunk c's part of row r's dot product with token t's codes
+// a (8 words of four int8) and their scale da, for the NR rows' chunks w
+// and scales (bg_int32).
+template <int NR, int TOK>
+__device__ __forceinline__ void bg_acc_chunk_int(float acc[NR][TOK], int t, const int w[NR][8],
+                                                 const float s0[NR], const float s1[NR],
+                                                 const float m[NR], const int a[8], float da)
+{
+    int asum = 0;
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        asum = bg_dp4a(a[k], 0x01010101, asum);
+#pragma unroll
+    for (int r = 0; r < NR; r++) {
+        int i0 = 0, i1 = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            i0 = bg_dp4a(w[r][k], a[k], i0);
+            i1 = bg_dp4a(w[r][k + 4], a[k + 4], i1);
+        }
+        acc[r][t] += da * (s0[r] * (float)i0 + s1[r] * (float)i1 - m[r] * (float)asum);
+    }
+}
+
 // NR rows against nt tokens' coded activations (xq[t]: token t's row),
 // over the `lanes` lanes of this lane's row (none of it unless valid).
 template <int T, int NR, int TOK>
@@ -212,24 +236,37 @@ __device__ __forceinline__ void bg_rows_dot_int(const uint8_t *const rows[NR], u
             const uint4 a0 = ap[0], a1 = ap[1];
             const int a[8] = {(int)a0.x, (int)a0.y, (int)a0.z, (int)a0.w,
                               (int)a1.x, (int)a1.y, (int)a1.z, (int)a1.w};
-            const float da = ((const float *)(xq[t] + n_in))[c];
-            int asum = 0;
-#pragma unroll
-            for (int k = 0; k < 8; k++)
-                asum = bg_dp4a(a[k], 0x01010101, asum);
-#pragma unroll
-            for (int r = 0; r < NR; r++) {
-                int i0 = 0, i1 = 0;
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    i0 = bg_dp4a(w[r][k], a[k], i0);
-                    i1 = bg_dp4a(w[r][k + 4], a[k + 4], i1);
-                }
-                acc[r][t] += da * (s0[r] * (float)i0 + s1[r] * (float)i1 - m[r] * (float)asum);
-            }
+            bg_acc_chunk_int<NR, TOK>(acc, t, w, s0, s1, m, a, ((const float *)(xq[t] + n_in))[c]);
         }
     }
     bg_acc_lanes_sum<NR, TOK>(acc, nt, lanes);
+}
+
+// NR rows against one token's float activations x, each lane coding the
+// chunk it reads as k_code_act would (so the products agree bit for bit):
+// for rows whose chunks all fit their lanes (n_in <= 32 * lanes), which
+// saves a decode step's coding launch. Every lane calls it.
+template <int T, int NR>
+__device__ __forceinline__ void bg_rows_dot_int_coding(const uint8_t *const rows[NR],
+                                                       uint64_t n_in, const float *x,
+                                                       float acc[NR][1], int lanes, bool valid)
+{
+    bg_acc_zero<NR, 1>(acc);
+    const uint64_t c = threadIdx.x % (uint32_t)lanes;
+    const bool active = c < n_in / 32;
+    float v[32], da;
+    bg_load32(x + c * 32, active, v);
+    bg_code_act<bg_act<T>::kind>(v, active, v, &da); // in place: fewer registers
+    if (active && valid) {
+        int w[NR][8], a[8];
+        float s0[NR], s1[NR], m[NR];
+#pragma unroll
+        for (int r = 0; r < NR; r++)
+            bg_int32<T>(rows[r], c, w[r], &s0[r], &s1[r], &m[r]);
+        bg_pack_codes(v, (uint32_t *)a);
+        bg_acc_chunk_int<NR, 1>(acc, 0, w, s0, s1, m, a, da);
+    }
+    bg_acc_lanes_sum<NR, 1>(acc, 1, lanes);
 }
 
 // ---------------------------------------------- the float path
@@ -370,10 +407,10 @@ static const uint8_t *code_act(bg_gpu *g, uint32_t type, const float *x, size_t 
 // The lanes that share a row of n_in (bg_warp_rows): fewer than a warp for
 // short rows on the integer path (an expert's down rows, 512 wide in
 // Qwen3.6), so every lane has a chunk of 32 to read.
-static int row_lanes(const uint8_t *xq, uint64_t n_in)
+static int row_lanes(bool int_path, uint64_t n_in)
 {
     const uint64_t chunks = n_in / 32;
-    return !xq || chunks > 16 ? 32 : chunks > 8 ? 16 : 8;
+    return !int_path || chunks > 16 ? 32 : chunks > 8 ? 16 : 8;
 }
 
 // Blocks of MM_WARPS warps for n_out rows, lanes to a row.
@@ -428,7 +465,7 @@ static int matmul(bg_gpu *g, uint32_t type, const void *w0, const void *w1, uint
     const uint8_t *xq = code_act(g, type, x, xs, n_in, n_tok, xq_pre, &rc);
     if (rc)
         return rc;
-    const int lanes = row_lanes(xq, n_in);
+    const int lanes = row_lanes(xq != NULL, n_in);
     const dim3 grid = mm_grid(n_out, n_tok, lanes);
     const uint8_t *p0 = (const uint8_t *)w0, *p1 = w1 ? (const uint8_t *)w1 : p0;
     bool ok;
@@ -512,7 +549,7 @@ extern "C" int bg_cuda_matmul_multi(bg_gpu *g, const bg_gpu_proj *proj, uint32_t
         return 0;
     }
     bg_multi m = {};
-    m.lanes = row_lanes(xq, n_in);
+    m.lanes = row_lanes(true, n_in);
     uint32_t blocks = 0;
     for (uint32_t k = 0; k < n_proj; k++) {
         m.w[k] = (const uint8_t *)proj[k].d_w;
@@ -727,8 +764,10 @@ __device__ __forceinline__ size_t bg_egroup_xrow(int32_t slot, uint32_t n_routed
 // blockIdx.y: the shared expert, when set), over the slots filed under it,
 // TOK at a time (1 for a decode step: one slot per expert). NR = 2: gate
 // (w[0]) and up (w[1]) together, y = silu(gate) * up; NR = 1: y = w[0] x.
-// INT: the integer path over p.xq, else the float path over p.x.
-template <int T, int NR, int TOK, bool INT>
+// PATH: the integer path over p.xq (EG_CODED) or over p.x coded on the way
+// (EG_CODING, one slot at a time), or the float path over p.x (EG_FLOAT).
+enum { EG_FLOAT, EG_CODED, EG_CODING };
+template <int T, int NR, int TOK, int PATH>
 __global__ void __launch_bounds__(MM_WARPS * 32) k_expert_group(const bg_egroup p)
 {
     const int32_t *offsets = p.groups, *n_active = p.groups + p.n_expert + 1;
@@ -761,7 +800,12 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_expert_group(const bg_egroup 
             slot[t] = shared ? (int32_t)p.n_routed + i : sorted[i];
         }
         float acc[NR][TOK];
-        if constexpr (INT) {
+        if constexpr (PATH == EG_CODING) {
+            static_assert(TOK == 1, "coding on the way takes one slot at a time");
+            bg_rows_dot_int_coding<T, NR>(
+                rows, p.n_in, p.x + bg_egroup_xrow(slot[0], p.n_routed, p.x_div) * p.xs, acc,
+                p.lanes, valid);
+        } else if constexpr (PATH == EG_CODED) {
             const uint8_t *xr[TOK];
 #pragma unroll
             for (int t = 0; t < TOK; t++)
@@ -784,21 +828,27 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_expert_group(const bg_egroup 
 }
 
 // Launches k_expert_group for weights of type T, as launch_matmul does
-// k_matmul (lone: a decode step's one token, so one slot per expert).
+// k_matmul (lone: a decode step's one token, so one slot per expert;
+// coding: x is coded on the way).
 template <int T, int NR>
-static void launch_expert_group(bg_gpu *g, dim3 grid, const bg_egroup &p, bool lone)
+static void launch_expert_group(bg_gpu *g, dim3 grid, const bg_egroup &p, bool lone, bool coding)
 {
     if constexpr (bg_int_path<T>::on) {
+        if (coding) {
+            BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_expert_group<T, NR, 1, EG_CODING>)(p);
+            return;
+        }
         if (p.xq) {
             if (lone)
-                BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_expert_group<T, NR, 1, true>)(p);
+                BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream,
+                          k_expert_group<T, NR, 1, EG_CODED>)(p);
             else
                 BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream,
-                          k_expert_group<T, NR, MM_TOK, true>)(p);
+                          k_expert_group<T, NR, MM_TOK, EG_CODED>)(p);
             return;
         }
     }
-    BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_expert_group<T, NR, MM_TOK, false>)(p);
+    BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_expert_group<T, NR, MM_TOK, EG_FLOAT>)(p);
 }
 
 // One grouped expert product (NR = 1, or gate and up fused when NR = 2 and
@@ -808,19 +858,26 @@ static void launch_expert_group(bg_gpu *g, dim3 grid, const bg_egroup &p, bool l
 static int expert_group(bg_gpu *g, int nr, uint32_t type, bg_egroup p, uint32_t n_x,
                         const uint8_t *xq_pre, uint32_t n_tok)
 {
-    int rc;
-    p.xq = code_act(g, type, p.x, p.xs, p.n_in, n_x, xq_pre, &rc);
+    // a decode step's rows that fit their lanes are coded on the way
+    // (bg_rows_dot_int_coding) instead of by a launch of their own
+    const bool lone = n_tok == 1;
+    const bool coding = lone && !xq_pre && int_path(type) &&
+                        p.n_in / 32 <= (uint64_t)row_lanes(true, p.n_in) &&
+                        (code_kind(type) != ACT_Q8_K || p.n_in % 256 == 0) && p.xs % 4 == 0 &&
+                        (uintptr_t)p.x % 16 == 0;
+    int rc = 0;
+    p.xq = coding ? NULL : code_act(g, type, p.x, p.xs, p.n_in, n_x, xq_pre, &rc);
     if (rc)
         return rc;
     if (nr == 1)
         p.w[1] = p.w[0], p.shared[1] = p.shared[0];
     const uint32_t n_groups = p.n_routed < p.n_expert ? p.n_routed : p.n_expert;
-    p.lanes = row_lanes(p.xq, p.n_in);
+    p.lanes = row_lanes(coding || p.xq, p.n_in);
     const dim3 grid(row_blocks(p.n_out, p.lanes), n_groups + (p.shared[0] ? 1 : 0));
     bool ok;
 #define EG(T)                                                                                 \
-    (nr == 2 ? launch_expert_group<T, 2>(g, grid, p, n_tok == 1)                             \
-             : launch_expert_group<T, 1>(g, grid, p, n_tok == 1))
+    (nr == 2 ? launch_expert_group<T, 2>(g, grid, p, lone, coding)                           \
+             : launch_expert_group<T, 1>(g, grid, p, lone, coding))
     BG_DISPATCH(type, ok, EG);
 #undef EG
     if (!ok) {
