@@ -7,7 +7,9 @@
 # replays CUDA graphs) plus a CPU/GPU split, checks the GPU memory measured
 # against the plan (within 2%), and benchmarks pp512/tg128 on the full
 # 40-layer Qwen3.6-35B-A3B Q4_K_M synthetic model all on the GPU, with
-# --gpu-budget 24G and 16G (-ngl auto), and 1/4/16 parallel sequences.
+# --gpu-budget 24G and 16G (-ngl auto), and 1/4/16 parallel sequences;
+# decode all on the GPU is also given as weight bytes per second, a share
+# of the card's copy bandwidth (scripts/membw.cu).
 # With build-gpu/llama-cuda.tar.xz present (scripts/gpu-oracle.sh writes it
 # on a machine with npm; carry it along), llama.cpp's CUDA build runs the
 # same file with the same placement (-ngl, --n-cpu-moe) and the table gives
@@ -269,6 +271,40 @@ bench "CPU only, for reference" -p "$PP" -n 32 -r 1
             r = (lv + 0 > 0) ? sprintf("%.3f", $3 / lv) : "-";
             printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, lv, r }' \
         "$WORK/llama.txt" "$WORK/brigade.txt"
+    echo
+} >> "$WORK/bench.md"
+# Decode against the weight-bandwidth limit: the weight bytes one decode
+# token reads with every layer on the GPU (every tensor but the routed
+# experts and the embeddings, one row of which comes from host memory;
+# of the routed experts, the used share) times tg t/s, over the card's
+# bandwidth as a device-to-device copy measures it (scripts/membw.cu).
+{
+    echo "### Decode against the weight-bandwidth limit"
+    echo
+    INFO=$("$B" info "$FULL" 2>/dev/null)
+    n_exp=$(echo "$INFO" | awk '$1 == "expert_count" { print $2 }')
+    n_used=$(echo "$INFO" | awk '$1 == "expert_used_count" { print $2 }')
+    PER_TOK=$("$B" fit -m "$FULL" --json -c 4096 --gpu 80 2>/dev/null | python3 -c '
+import json, sys
+w = json.load(sys.stdin)["weights"]
+e, k = float(sys.argv[1]), float(sys.argv[2])
+print(int(sum(v for n, v in w.items() if n not in ("routed_experts", "token_embd"))
+          + w["routed_experts"] * k / e))' "${n_exp:-1}" "${n_used:-1}" 2>>"$LOG")
+    BW=""
+    if [ -z "${EMU:-}" ] && ${NVCC:-/usr/local/cuda/bin/nvcc} -O2 -o build-gpu/membw \
+        scripts/membw.cu >>"$LOG" 2>&1; then
+        BW=$(build-gpu/membw 2>>"$LOG")
+    fi
+    echo "Weight bytes per decode token: ${PER_TOK:-?} (experts: $n_used of $n_exp);" \
+        "copy bandwidth: ${BW:-not measured} GB/s."
+    echo
+    echo "| placement | test | t/s | weight GB/s | share of the copy bandwidth |"
+    echo "| --- | --- | ---: | ---: | ---: |"
+    grep '^all on the GPU' "$WORK/brigade.txt" | grep '|tg' |
+        awk -F'|' -v b="${PER_TOK:-0}" -v bw="${BW:-0}" '{
+            gbs = $3 * b / 1e9
+            share = (bw > 0) ? sprintf("%.1f%%", gbs / bw * 100) : "-"
+            printf "| %s | %s | %s | %.1f | %s |\n", $1, $2, $3, gbs, share }'
     echo
 } >> "$WORK/bench.md"
 cat "$WORK/memory.md" >> "$MD"
