@@ -421,6 +421,64 @@ static void compare(const char *dir, const char *preset, uint32_t type, double b
     remove(path);
 }
 
+/* Logits of 4 decode steps after a prompt of 200 tokens (prefilled 64 at
+ * a time): each step attends to more than BG_GPU_ATT_SPLIT_MIN positions,
+ * so the device splits them (gpu.h). */
+static float *run_long(const brigade_model *m, brigade_session_options o, brigade_error *err)
+{
+    brigade_session *s = NULL;
+    if (brigade_session_new(m, &o, &s, err))
+        return NULL;
+    const uint32_t V = brigade_model_n_vocab(m);
+    float *all = calloc((size_t)V * 5, sizeof *all);
+    int32_t prompt[200];
+    for (int i = 0; i < 200; i++)
+        prompt[i] = (int32_t)((i * 7919) % 251 + 3);
+    brigade_status st = brigade_session_eval(s, prompt, 200, false, all, err);
+    for (int i = 0; i < 4 && !st; i++) {
+        int32_t tok = 100 + 17 * i;
+        st = brigade_session_eval(s, &tok, 1, false, all + (size_t)(i + 1) * V, err);
+    }
+    brigade_session_free(s);
+    if (st) {
+        free(all);
+        return NULL;
+    }
+    return all;
+}
+
+/* A long context's decode steps on the device against the CPU: the split
+ * ranges' scratch (slot_out) and the merge wired in. On f32 weights the
+ * only difference is the merge in f32 where the CPU's f16 accumulator
+ * runs on (~1e-8 here); a range lost or misplaced moves the logits by
+ * orders of magnitude more. */
+static void long_decode(const char *dir, double bound)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/long.gguf", dir);
+    brigade_synth_options so = {.preset = "tiny-qwen35moe", .type = BG_TYPE_F32, .seed = 5,
+                                .fast = true};
+    brigade_error err;
+    brigade_model *m = NULL;
+    CHECK(!brigade_synth(path, &so, &err), "synth: %s", err.message);
+    CHECK(!brigade_model_load(path, NULL, &m, &err), "load: %s", err.message);
+    if (!m)
+        return;
+    brigade_session_options o = {.n_ctx = 256, .n_threads = 2, .n_ubatch = 64};
+    const size_t n = (size_t)brigade_model_n_vocab(m) * 5;
+    float *ref = run_long(m, o, &err);
+    CHECK(ref, "long context, CPU: %s", err.message);
+    o.n_gpu_layers = 99;
+    float *got = run_long(m, o, &err);
+    CHECK(got, "long context, GPU: %s", err.message);
+    double e = got && ref ? nmse(got, ref, n) : 1;
+    CHECK(e <= bound, "long context (split attention): NMSE %.3g > %.1g", e, bound);
+    free(ref);
+    free(got);
+    brigade_model_free(m);
+    remove(path);
+}
+
 int main(void)
 {
     char dir[] = "/tmp/brigade_gpu_mock_XXXXXX";
@@ -440,6 +498,7 @@ int main(void)
     compare(dir, "tiny-qwen35moe", BG_TYPE_F32, 1e-5);
     compare(dir, "tiny-qwen35moe", BG_TYPE_Q4_K, 1e-3);
     compare(dir, "tiny-qwen3moe", BG_TYPE_Q8_0, 1e-3);
+    long_decode(dir, 1e-6);
     rmdir(dir);
     return check_summary("test_gpu_device");
 #else
@@ -453,6 +512,7 @@ int main(void)
     compare(dir, "tiny-qwen3moe", BG_TYPE_F32, 1e-5);
     compare(dir, "tiny-qwen35moe", BG_TYPE_Q4_K, 1e-2);
     compare(dir, "tiny-qwen3moe", BG_TYPE_Q8_0, 1e-2);
+    long_decode(dir, 1e-6);
     /* decode steps and small batches as CUDA graphs: captured once per
      * batch size, then replayed with new positions and sequences */
     bg_gpu_api_override(&mock_graphs);
