@@ -52,6 +52,14 @@ static const bg_gpu_api *api_override;
 
 void bg_gpu_api_override(const bg_gpu_api *api) { api_override = api; }
 
+/* The first layer from which on the device runs every layer to the end
+ * with no host work between launches (no experts on the CPU): a decode
+ * step's launches from there on can be captured as one graph. */
+static uint32_t device_only_from(const bg_gpu_split *sp)
+{
+    return sp->n_cpu_moe > sp->first_gpu_layer ? sp->n_cpu_moe : sp->first_gpu_layer;
+}
+
 static brigade_status choose_split(bg_gpu_session *gs, const brigade_session_options *opts,
                                    const bg_place_input *place, uint64_t free_bytes,
                                    brigade_error *err)
@@ -206,9 +214,9 @@ brigade_status bg_gpu_session_new(const brigade_model *m, const bg_session_plan 
         bg_gpu_session_free(gs);
         return st;
     }
-    /* graphs replay whole decode steps: only when no layer leaves the GPU */
-    gs->graphs = gs->split.n_gpu_layers == gs->split.n_layers &&
-                 gs->split.n_cpu_moe <= gs->split.first_gpu_layer;
+    /* graphs replay the layers the device runs alone, from the last with
+     * experts on the CPU to the end */
+    gs->graphs = device_only_from(&gs->split) < gs->split.n_layers;
     brigade_gpu_report *r = &gs->report;
     r->active = true;
     r->n_gpu_layers = gs->split.n_gpu_layers;
@@ -551,6 +559,11 @@ brigade_status bg_gpu_layers(bg_gpu_session *gs, brigade_session *s, brigade_err
     const bg_hparams *hp = s->hp;
     if (put_x(gs, s))
         return gpu_fail(gs, err, "uploading the hidden state");
+    /* the layers with experts on the CPU, each with its round trip */
+    const uint32_t from = device_only_from(&gs->split);
+    for (uint32_t il = gs->split.first_gpu_layer; il < from; il++)
+        if (enqueue_layer(gs, s, il) || cpu_experts(gs, s, il))
+            return gpu_fail(gs, err, "the forward pass (experts on the CPU)");
     if (gs->graphs && s->n_tok <= GRAPH_MAX_TOKENS) {
         /* every kernel reads positions from the device, so a step's graph
          * depends only on the batch size */
@@ -559,8 +572,7 @@ brigade_status bg_gpu_layers(bg_gpu_session *gs, brigade_session *s, brigade_err
         if (rc < 0)
             return gpu_fail(gs, err, "the forward pass (graph)");
         if (rc == 0) {
-            for (uint32_t il = gs->split.first_gpu_layer; !rc && !replay && il < hp->n_layers;
-                 il++)
+            for (uint32_t il = from; !rc && !replay && il < hp->n_layers; il++)
                 rc = enqueue_layer(gs, s, il);
             /* end the capture even after an error, then report */
             if (gs->api->graph_end(gs->g, s->n_tok) || rc)
@@ -569,12 +581,9 @@ brigade_status bg_gpu_layers(bg_gpu_session *gs, brigade_session *s, brigade_err
         }
         /* graphs unavailable: run eagerly below */
     }
-    for (uint32_t il = gs->split.first_gpu_layer; il < hp->n_layers; il++) {
+    for (uint32_t il = from; il < hp->n_layers; il++)
         if (enqueue_layer(gs, s, il))
             return gpu_fail(gs, err, "the forward pass");
-        if (!bg_gpu_experts_on(&gs->split, il) && cpu_experts(gs, s, il))
-            return gpu_fail(gs, err, "the forward pass (experts on the CPU)");
-    }
     return BRIGADE_OK;
 }
 
