@@ -219,6 +219,60 @@ void bg_matmul_pair(bg_pool *pool, const bg_matrix *w0, const bg_matrix *w1, con
     matmul_n(pool, ws, ys, 2, x, x_stride, y_stride, n, scratch);
 }
 
+/* count matrices, each against its own converted row. */
+typedef struct each_job {
+    const bg_matrix *ws;
+    bg_dot_fn dot;
+    const uint8_t *xq;
+    size_t xq_row;  /* bytes of one converted row; 0: one row for all */
+    float *y;
+    size_t y_stride;
+    uint64_t rows_per_task, tasks_per_matrix;
+} each_job;
+
+static void each_task(void *ctx, int64_t task_index, unsigned worker)
+{
+    (void)worker;
+    const each_job *j = ctx;
+    const uint64_t m = (uint64_t)task_index / j->tasks_per_matrix;
+    const uint64_t r0 = (uint64_t)task_index % j->tasks_per_matrix * j->rows_per_task;
+    const bg_matrix *w = &j->ws[m];
+    const uint64_t r1 = r0 + j->rows_per_task < w->n_out ? r0 + j->rows_per_task : w->n_out;
+    const uint8_t *a = j->xq + m * j->xq_row;
+    float *y = j->y + m * j->y_stride;
+    for (uint64_t r = r0; r < r1; r++)
+        y[r] = j->dot((int64_t)w->n_in, w->data + r * w->row_bytes, a);
+}
+
+void bg_matmul_each(bg_pool *pool, const bg_matrix *ws, int count, const float *x,
+                    size_t x_stride, float *y, size_t y_stride, void *scratch)
+{
+    if (count <= 0)
+        return;
+    const bg_matrix *w = &ws[0];
+    const bg_quant_ops *ops = bg_quant_ops_get((bg_type)w->type);
+    uint64_t xq_row = 0;
+    bg_type_row_bytes(ops->dot_type, w->n_in, &xq_row);
+    const int n_rows = x_stride ? count : 1;
+    convert_job c = {bg_kernel_quantize_activations(ops->dot_type), x, x_stride, scratch, xq_row,
+                     w->n_in};
+    for (int i = 0; i < n_rows; i++)
+        convert_task(&c, i, 0);
+    each_job j = {ws, bg_kernel_dot((bg_type)w->type), scratch, x_stride ? (size_t)xq_row : 0,
+                  y, y_stride, 0, 0};
+    /* a few tasks a thread per matrix, as bg_matmul splits one */
+    const unsigned n_threads = pool ? bg_pool_threads(pool) : 1;
+    uint64_t tasks = w->n_out < 64 ? 1 : ((uint64_t)n_threads * 4 + (uint64_t)count - 1) / (uint64_t)count;
+    j.rows_per_task = (w->n_out + tasks - 1) / tasks;
+    j.tasks_per_matrix = (w->n_out + j.rows_per_task - 1) / j.rows_per_task;
+    const int64_t all = (int64_t)(j.tasks_per_matrix * (uint64_t)count);
+    if (pool && all > 1)
+        bg_pool_run(pool, all, each_task, &j);
+    else
+        for (int64_t t = 0; t < all; t++)
+            each_task(&j, t, 0);
+}
+
 void bg_matrix_row(const bg_matrix *w, uint64_t r, float *out)
 {
     const uint8_t *row = w->data + r * w->row_bytes;

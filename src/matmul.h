@@ -37,6 +37,14 @@ void bg_matmul_pair(bg_pool *pool, const bg_matrix *w0, const bg_matrix *w1, con
                     size_t x_stride, float *y0, float *y1, size_t y_stride, uint32_t n,
                     void *scratch);
 
+/* y[m * y_stride + 0..n_out) = W_m x_m for count matrices of one type and
+ * input width, each against one activation row, x_m = x + m * x_stride
+ * (x_stride 0: one row for all), in one pass of the pool: a decode step's
+ * chosen experts. The same dots as bg_matmul, so the same results. scratch
+ * holds count converted rows (bg_matmul_scratch(n_in, count)). */
+void bg_matmul_each(bg_pool *pool, const bg_matrix *ws, int count, const float *x,
+                    size_t x_stride, float *y, size_t y_stride, void *scratch);
+
 /* Row r of the matrix as f32 (embedding lookup). */
 void bg_matrix_row(const bg_matrix *w, uint64_t r, float *out);
 

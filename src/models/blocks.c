@@ -340,12 +340,54 @@ static void moe_route(brigade_session *s, const bg_layer *L)
                  (uint64_t)s->n_tok * hp->n_expert * hp->n_embd, route_task, &rj);
 }
 
+/* The most experts a token uses that moe_routed_lone takes at once. */
+enum { LONE_MAX_USED = 32 };
+
+/* A lone token's routed experts (a decode step): the K chosen experts'
+ * gate and up rows in one pass of the pool and their down rows in another,
+ * instead of two passes per expert (each too small to keep the threads
+ * busy). The same dots as expert_ffn, so the same sums. Gate and up rows
+ * land in slot_out, the hidden rows in gx, the outputs in slot_out (slot
+ * k). False when the sizes do not allow it. */
+static bool moe_routed_lone(brigade_session *s, const bg_layer *L)
+{
+    const bg_hparams *hp = s->hp;
+    const uint32_t K = hp->n_expert_used;
+    const size_t E = hp->n_embd, F = hp->n_ff_exp, f = sizeof(float);
+    const brigade_tensor_info *g = L->t[BG_ROLE_FFN_GATE_EXPS], *u = L->t[BG_ROLE_FFN_UP_EXPS],
+                              *d = L->t[BG_ROLE_FFN_DOWN_EXPS];
+    const uint64_t *b = s->plan.buf_bytes;
+    if (s->n_tok != 1 || K > LONE_MAX_USED || g->ne[1] != F || u->ne[1] != F || d->ne[0] != F ||
+        b[BG_BUF_SLOT_OUT] < 2 * K * F * f || b[BG_BUF_SLOT_OUT] < K * E * f ||
+        b[BG_BUF_GX] < K * F * f || b[BG_BUF_XQ] < bg_matmul_scratch(F > E ? F : E, K))
+        return false;
+    bg_matrix m[2 * LONE_MAX_USED];
+    for (uint32_t k = 0; k < K; k++) {
+        m[k] = bg_matrix_of(g, (uint64_t)s->chosen[k]);
+        m[K + k] = bg_matrix_of(u, (uint64_t)s->chosen[k]);
+    }
+    float *so = s->slot_out;
+    if (g->type == u->type && g->ne[0] == u->ne[0]) {
+        bg_matmul_each(s->pool, m, (int)(2 * K), s->xn, 0, so, F, s->xq);
+    } else {
+        bg_matmul_each(s->pool, m, (int)K, s->xn, 0, so, F, s->xq);
+        bg_matmul_each(s->pool, m + K, (int)K, s->xn, 0, so + K * F, F, s->xq);
+    }
+    for (uint32_t k = 0; k < K; k++)
+        bg_swiglu_row(s->gx + k * F, so + k * F, so + (K + k) * F, (int64_t)F);
+    for (uint32_t k = 0; k < K; k++)
+        m[k] = bg_matrix_of(d, (uint64_t)s->chosen[k]);
+    bg_matmul_each(s->pool, m, (int)K, s->gx, F, so, E, s->xq);
+    return true;
+}
+
 void bg_block_moe_routed(brigade_session *s, uint32_t il)
 {
     const bg_hparams *hp = s->hp;
     const bg_layer *L = &s->model->layers[il];
     const size_t n_embd = hp->n_embd, K = hp->n_expert_used;
-    for (uint32_t e = 0; e < hp->n_expert; e++) {
+    const bool lone = moe_routed_lone(s, L);
+    for (uint32_t e = 0; !lone && e < hp->n_expert; e++) {
         uint32_t n = 0;
         for (size_t slot = 0; slot < s->n_tok * K; slot++)
             if (s->chosen[slot] == (int32_t)e) {
