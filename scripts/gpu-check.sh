@@ -9,7 +9,8 @@
 # 40-layer Qwen3.6-35B-A3B Q4_K_M synthetic model all on the GPU, with
 # --gpu-budget 24G and 16G (-ngl auto), and 1/4/16 parallel sequences;
 # decode all on the GPU is also given as weight bytes per second, a share
-# of the card's copy bandwidth (scripts/membw.cu).
+# of the card's copy bandwidth (scripts/membw.cu), and without
+# programmatic dependent launch (BRIGADE_CUDA_PDL=0) beside it.
 # With build-gpu/llama-cuda.tar.xz present (scripts/gpu-oracle.sh writes it
 # on a machine with npm; carry it along), llama.cpp's CUDA build runs the
 # same file with the same placement (-ngl, --n-cpu-moe) and the table gives
@@ -257,6 +258,10 @@ for budget in "" 24G 16G; do
     ngl=$1; [ "$1" -ge 40 ] && ngl=99
     llama_bench "$label" "$ngl" "$2"
 done
+# the same decode without programmatic dependent launch, for its effect
+export BRIGADE_CUDA_PDL=0
+bench "all on the GPU, PDL off (-ngl 99)" -p 0 -n "$TG" -ngl 99
+unset BRIGADE_CUDA_PDL
 bench "parallel sequences (-ngl 99)" -p 0 -n "$TG" -np 1,4,16 -ngl 99
 bench "CPU only, for reference" -p "$PP" -n 32 -r 1
 {

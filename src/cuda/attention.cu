@@ -186,6 +186,7 @@ __global__ void k_attn_prepare(bg_gpu_attn_args a, const float *q, const float *
                                uint8_t *k_cache, uint8_t *v_cache, const uint32_t *tok_seq,
                                const uint32_t *tok_pos, int *split_counters)
 {
+    BG_KERNEL_ENTRY();
     __shared__ double red[32];
     BG_DYNAMIC_SHARED(float, v); // [head_dim]
     const uint32_t t = blockIdx.x, h = blockIdx.y, D = a.head_dim, j = threadIdx.x;
@@ -477,6 +478,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
            const uint8_t *v_cache, const uint32_t *tok_seq, const uint32_t *tok_pos,
            uint8_t *aq, uint8_t *split, uint32_t chunk)
 {
+    BG_KERNEL_ENTRY();
     const uint32_t t = blockIdx.x, h = blockIdx.y, z = blockIdx.z, D = a.head_dim;
     const uint32_t pos = tok_pos[t], seq = tok_seq[t], n_pos = pos + 1;
     const uint32_t len = split ? BG_GPU_ATT_SPLIT_LEN(n_pos) : n_pos;
@@ -629,6 +631,7 @@ __global__ void k_dn_conv_l2(float *qkv, size_t q_width, const float *w, float *
                              uint64_t conv_seq, const uint32_t *tok_seq, uint32_t S,
                              uint32_t n_heads2, uint32_t K, float eps, uint32_t n_tok)
 {
+    BG_KERNEL_ENTRY();
     const uint32_t c = blockIdx.x * S + threadIdx.x;
     // the weights of the K - 1 previous inputs, and of the current one
     float wc[DN_MAX_CONV - 1], hist[DN_MAX_CONV - 1];
@@ -714,6 +717,7 @@ __global__ void __launch_bounds__(DN_WARPS * 32)
                const float *a_log, float *ssm, uint64_t ssm_seq, float *attn, size_t a_width,
                const uint32_t *tok_seq, uint32_t S, uint32_t Hk, uint32_t Hv, uint32_t n_tok)
 {
+    BG_KERNEL_ENTRY();
     __shared__ float sk[DN_CHUNK][32 * DN_MAX_PER_LANE], sq[DN_CHUNK][32 * DN_MAX_PER_LANE];
     __shared__ float sv[DN_CHUNK][DN_ROWS], sbeta[DN_CHUNK], sg[DN_CHUNK];
     const uint32_t h = blockIdx.x, lane = threadIdx.x % 32, w = threadIdx.x / 32, per = S / 32;
@@ -797,6 +801,7 @@ __global__ void __launch_bounds__(DN_WARPS * 32)
 __global__ void k_dn_norm(float *attn, size_t a_width, const float *z, const float *w,
                           uint32_t S, uint32_t Hv, float eps, uint8_t *aq)
 {
+    BG_KERNEL_ENTRY();
     const uint32_t lane = threadIdx.x % 32, n_warps = blockDim.x / 32;
     float *row = attn + (size_t)blockIdx.x * a_width;
     for (uint32_t h = threadIdx.x / 32; h < Hv; h += n_warps) {

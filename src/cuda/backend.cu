@@ -12,6 +12,50 @@ static int bg_check(bg_gpu *g, cudaError_t e, const char *what)
     return e == cudaSuccess ? 0 : bg_cuda_fail(g, e, what);
 }
 
+bool bg_pdl = false;
+
+// Programmatic dependent launch is used when the card has it (sm_90 and
+// later), BRIGADE_CUDA_PDL is not 0, and this runtime runs two such
+// kernels in order, eagerly and inside a captured graph: the probe counts
+// to 4 on a device int. Any error turns it off (and is cleared).
+__global__ void k_pdl_probe(int *n)
+{
+    BG_KERNEL_ENTRY();
+    if (threadIdx.x == 0 && blockIdx.x == 0)
+        *n += 1;
+}
+
+static bool pdl_works(cudaStream_t stream)
+{
+    int *d_n = NULL, n = 0;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    bool ok = cudaMalloc((void **)&d_n, sizeof *d_n) == cudaSuccess &&
+              cudaMemsetAsync(d_n, 0, sizeof *d_n, stream) == cudaSuccess;
+    for (int i = 0; ok && i < 2; i++) {
+        BG_LAUNCH(1, 32, 0, stream, k_pdl_probe)(d_n);
+        ok = cudaGetLastError() == cudaSuccess;
+    }
+    ok = ok && cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+    if (ok) {
+        for (int i = 0; i < 2; i++)
+            BG_LAUNCH(1, 32, 0, stream, k_pdl_probe)(d_n);
+        ok = cudaGetLastError() == cudaSuccess;
+        ok = cudaStreamEndCapture(stream, &graph) == cudaSuccess && ok;
+    }
+    ok = ok && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess &&
+         cudaGraphLaunch(exec, stream) == cudaSuccess &&
+         cudaMemcpyAsync(&n, d_n, sizeof n, cudaMemcpyDeviceToHost, stream) == cudaSuccess &&
+         cudaStreamSynchronize(stream) == cudaSuccess && n == 4;
+    if (exec)
+        cudaGraphExecDestroy(exec);
+    if (graph)
+        cudaGraphDestroy(graph);
+    cudaFree(d_n);
+    cudaGetLastError(); // a refused attribute is not this session's error
+    return ok;
+}
+
 static int gpu_init(int device, bg_gpu **out, char *desc, size_t desc_cap, char *msg,
                     size_t msg_cap)
 {
@@ -40,8 +84,13 @@ static int gpu_init(int device, bg_gpu **out, char *desc, size_t desc_cap, char 
         free(g);
         return -1;
     }
-    snprintf(desc, desc_cap, "%s (sm_%d%d, %.1f GiB)", prop.name, prop.major, prop.minor,
-             prop.totalGlobalMem / 1073741824.0);
+    const char *pdl_env = getenv("BRIGADE_CUDA_PDL");
+    bg_pdl = prop.major >= 9 && !(pdl_env && !strcmp(pdl_env, "0"));
+    if (bg_pdl)
+        bg_pdl = pdl_works(g->stream);
+    snprintf(desc, desc_cap, "%s (sm_%d%d, %.1f GiB%s)", prop.name, prop.major, prop.minor,
+             prop.totalGlobalMem / 1073741824.0,
+             bg_pdl ? ", programmatic dependent launch" : "");
     *out = g;
     return 0;
 }
@@ -159,6 +208,7 @@ __device__ void bg_block_rmsnorm(float *yr, const float *xr, const float *w, uin
 __global__ void k_rmsnorm(float *y, size_t ys, const float *x, size_t xs, const float *w,
                           uint32_t n, float eps, uint8_t *yq)
 {
+    BG_KERNEL_ENTRY();
     float *yr = y + (size_t)blockIdx.x * ys;
     bg_block_rmsnorm(yr, x + (size_t)blockIdx.x * xs, w, n, eps);
     bg_block_code_after(yr, n, yq);
@@ -168,6 +218,7 @@ __global__ void k_rmsnorm(float *y, size_t ys, const float *x, size_t xs, const 
 __global__ void k_add_rmsnorm(float *x, const float *y, float *xn, const float *w, uint32_t n,
                               float eps, uint8_t *xq)
 {
+    BG_KERNEL_ENTRY();
     float *xr = x + (size_t)blockIdx.x * n, *xnr = xn + (size_t)blockIdx.x * n;
     const float *yr = y + (size_t)blockIdx.x * n;
     for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
@@ -203,6 +254,7 @@ static int gpu_rmsnorm(bg_gpu *g, float *d_y, size_t y_stride, const float *d_x,
 __global__ void k_silu_mul(float *gate, const float *up, uint32_t n, size_t stride,
                            uint32_t n_rows)
 {
+    BG_KERNEL_ENTRY();
     const uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (uint64_t)n * n_rows)
         return;
@@ -229,6 +281,7 @@ __global__ void k_expert_sum(float *x, float *xn, const float *slot, const float
                              uint32_t n_used, const float *shared, const float *shared_w,
                              const float *norm_w, uint32_t n, float eps, uint8_t *xq)
 {
+    BG_KERNEL_ENTRY();
     __shared__ float red[32];
     __shared__ float gate;
     const size_t off = (size_t)blockIdx.x * n;

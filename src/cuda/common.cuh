@@ -16,13 +16,61 @@
 
 #include "gpu.h"
 
-// Kernel launches and dynamic shared memory go through these macros, so
-// that the tests' CUDA emulation (tests/cuda_emu/cuda_runtime.h, which
-// defines them first) can run the kernels on the host:
+// Kernel launches, kernel entries and dynamic shared memory go through
+// these macros, so that the tests' CUDA emulation
+// (tests/cuda_emu/cuda_runtime.h, which defines them first) can run the
+// kernels on the host:
 //   BG_LAUNCH(grid, block, shmem, stream, kernel)(args...)
+//
+// Programmatic dependent launch (sm_90 and later): each kernel is launched
+// so that its blocks may be scheduled while the kernel before it drains,
+// which hides a launch's latency between the small kernels of a decode
+// step. Every kernel's first statement is BG_KERNEL_ENTRY(): it waits
+// until the kernel before has completed and its writes are visible
+// (griddepcontrol.wait), so no kernel reads early, then lets the next
+// kernel's launch begin. Without the launch attribute (older cards,
+// BRIGADE_CUDA_PDL=0, or a runtime that refuses it) both are no-ops.
+extern bool bg_pdl; // launches carry the attribute (backend.cu sets it)
 #ifndef BG_LAUNCH
-#define BG_LAUNCH(grid, block, shmem, stream, ...) __VA_ARGS__<<<grid, block, shmem, stream>>>
+
+template <typename... P> struct bg_launcher {
+    void (*kernel)(P...);
+    dim3 grid, block;
+    size_t shmem;
+    cudaStream_t stream;
+    template <typename... A> void operator()(A &&...args) const
+    {
+        if (bg_pdl) {
+            cudaLaunchAttribute attr[1];
+            attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+            attr[0].val.programmaticStreamSerializationAllowed = 1;
+            cudaLaunchConfig_t cfg = {};
+            cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = shmem;
+            cfg.stream = stream, cfg.attrs = attr, cfg.numAttrs = 1;
+            cudaLaunchKernelEx(&cfg, kernel, static_cast<P>(args)...);
+            return;
+        }
+        kernel<<<grid, block, shmem, stream>>>(static_cast<P>(args)...);
+    }
+};
+template <typename... P>
+bg_launcher<P...> bg_make_launcher(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem,
+                                   cudaStream_t stream)
+{
+    return bg_launcher<P...>{kernel, grid, block, shmem, stream};
+}
+#define BG_LAUNCH(grid, block, shmem, stream, ...)                                           \
+    bg_make_launcher(__VA_ARGS__, grid, block, shmem, stream)
 #define BG_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+
+__device__ __forceinline__ void bg_kernel_entry(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+#define BG_KERNEL_ENTRY() bg_kernel_entry()
 #endif
 // A cast to a pointer for a wide load or store (float4, uint4, uint16_t):
 // a misaligned one faults on the device, and the emulation checks each.

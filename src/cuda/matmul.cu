@@ -177,6 +177,7 @@ template <int K>
 __global__ void k_code_act(const float *x, size_t xs, uint64_t n_in, uint32_t n_rows,
                            uint8_t *xq)
 {
+    BG_KERNEL_ENTRY();
     const uint64_t n_chunks = n_in / 32, c = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const bool active = c < n_chunks;
     const uint64_t qs = bg_code_row_bytes(n_in);
@@ -364,6 +365,7 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
     k_matmul(const uint8_t *w0, const uint8_t *w1, uint64_t n_in, uint64_t n_out, const float *x,
              size_t xs, const uint8_t *xq, float *y, size_t ys, uint32_t n_tok, int lanes)
 {
+    BG_KERNEL_ENTRY();
     uint64_t o;
     bool valid;
     if (bg_warp_rows((uint64_t)blockIdx.x * MM_WARPS + threadIdx.x / 32, n_out, lanes, &o, &valid))
@@ -501,6 +503,7 @@ template <int TOK>
 __global__ void __launch_bounds__(MM_WARPS * 32)
     k_matmul_multi(bg_multi m, uint64_t n_in, const uint8_t *xq, uint32_t n_tok)
 {
+    BG_KERNEL_ENTRY();
     uint32_t k = 0;
     while (k + 1 < m.n && blockIdx.x >= m.first_block[k + 1])
         k++;
@@ -646,6 +649,7 @@ __device__ void bg_block_group(const int32_t *chosen, uint32_t n_slots, uint32_t
 __global__ void k_group(const int32_t *chosen, uint32_t n_slots, uint32_t n_expert,
                         int32_t *groups)
 {
+    BG_KERNEL_ENTRY();
     BG_DYNAMIC_SHARED(int32_t, cursor); // [n_expert]
     bg_block_group(chosen, n_slots, n_expert, groups, cursor);
 }
@@ -658,6 +662,7 @@ __global__ void __launch_bounds__(ROUTE_THREADS)
     k_route(const float *router, uint32_t n_expert, uint32_t k_used, int32_t *chosen,
             float *chosen_w, int32_t *groups)
 {
+    BG_KERNEL_ENTRY();
     BG_DYNAMIC_SHARED(float, p); // [n_expert] probabilities, then [k_used] chosen ones
     __shared__ float red_v[ROUTE_THREADS / 32];
     __shared__ int red_i[ROUTE_THREADS / 32];
@@ -770,6 +775,7 @@ enum { EG_FLOAT, EG_CODED, EG_CODING };
 template <int T, int NR, int TOK, int PATH>
 __global__ void __launch_bounds__(MM_WARPS * 32) k_expert_group(const bg_egroup p)
 {
+    BG_KERNEL_ENTRY();
     const int32_t *offsets = p.groups, *n_active = p.groups + p.n_expert + 1;
     const int32_t *active = n_active + 1, *sorted = active + p.n_expert;
     const bool shared = p.shared[0] && blockIdx.y == gridDim.y - 1;

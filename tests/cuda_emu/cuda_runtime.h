@@ -108,6 +108,7 @@ struct ids {
     uint3 thread, block;
     dim3 block_dim, grid_dim;
     unsigned shuffles; // this thread's count, for the exchange's double buffer
+    bool entered;      // BG_KERNEL_ENTRY() ran (before any barrier, and always)
 };
 extern ids *current; // the CUDA thread (fiber) running
 void barrier(bool warp);
@@ -180,6 +181,10 @@ template <typename P> P aligned(const void *p, const char *file, int line)
 #define BG_LAUNCH(grid, block, shmem, stream, ...)                                           \
     bg_emu::make_launcher(grid, block, shmem, stream, __VA_ARGS__)
 #define BG_DYNAMIC_SHARED(type, name) type *name = (type *)bg_emu::dynamic_shared()
+// Every kernel's first statement (programmatic dependent launch on the
+// device, src/cuda/common.cuh): here it only records that it ran, and a
+// kernel that reaches a barrier or returns without it aborts.
+#define BG_KERNEL_ENTRY() (bg_emu::current->entered = true)
 
 #define threadIdx (bg_emu::current->thread)
 #define blockIdx (bg_emu::current->block)

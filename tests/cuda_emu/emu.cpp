@@ -61,9 +61,13 @@ const std::function<void()> *body;     // the kernel of the block running
 uint64_t slots[MAX_THREADS / 32][2][32]; // each warp's shuffle exchange, two buffers
 std::vector<uint8_t> dyn_shared;
 
+[[noreturn]] void die(const char *what);
+
 void fiber_main(void)
 {
     (*body)();
+    if (!fibers[running].ids.entered)
+        die("a kernel returned without BG_KERNEL_ENTRY() (see src/cuda/common.cuh)");
     fibers[running].st = DONE;
     bg_emu_switch(&fibers[running].sp, scheduler_sp); // never resumed
     abort();
@@ -131,6 +135,7 @@ void run_block(dim3 grid, dim3 block, uint3 bid)
         f->ids.block_dim = block;
         f->ids.grid_dim = grid;
         f->ids.shuffles = 0;
+        f->ids.entered = false;
         f->st = READY;
         f->sp = start_fiber(stacks + (size_t)i * STACK_BYTES);
     }
@@ -187,6 +192,8 @@ void misaligned(const void *p, size_t align, const char *file, int line)
 
 void barrier(bool warp)
 {
+    if (!fibers[running].ids.entered)
+        die("a barrier or shuffle before BG_KERNEL_ENTRY() (see src/cuda/common.cuh)");
     fibers[running].st = warp ? AT_WARP_BARRIER : AT_BLOCK_BARRIER;
     bg_emu_switch(&fibers[running].sp, scheduler_sp);
 }
