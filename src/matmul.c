@@ -21,6 +21,16 @@ size_t bg_matmul_scratch(uint64_t n_in, uint64_t n_rows)
     return (size_t)(n_in * 4 + 64) * (size_t)n_rows;
 }
 
+/* The rows [r0, r1) of its matrix's n_out that task task_index computes
+ * in a product split tasks_per_matrix ways per matrix (matrix task_index /
+ * tasks_per_matrix), rows_per_task rows each. */
+static void task_rows(int64_t task_index, uint64_t tasks_per_matrix, uint64_t rows_per_task,
+                      uint64_t n_out, uint64_t *r0, uint64_t *r1)
+{
+    *r0 = (uint64_t)task_index % tasks_per_matrix * rows_per_task;
+    *r1 = *r0 + rows_per_task < n_out ? *r0 + rows_per_task : n_out;
+}
+
 /* Up to two matrices with the same input, tasks_per_matrix tasks each. */
 typedef struct matmul_job {
     const bg_matrix *ws[2];
@@ -39,11 +49,10 @@ static void matmul_task(void *ctx, int64_t task_index, unsigned worker)
     (void)worker;
     const matmul_job *j = ctx;
     const uint64_t m = (uint64_t)task_index / j->tasks_per_matrix;
-    const uint64_t task = (uint64_t)task_index % j->tasks_per_matrix;
     const bg_matrix *w = j->ws[m];
     float *y = j->ys[m];
-    const uint64_t r0 = task * j->rows_per_task;
-    const uint64_t r1 = r0 + j->rows_per_task < w->n_out ? r0 + j->rows_per_task : w->n_out;
+    uint64_t r0, r1;
+    task_rows(task_index, j->tasks_per_matrix, j->rows_per_task, w->n_out, &r0, &r1);
     const int64_t n_in = (int64_t)w->n_in;
     /* Groups of activation rows outside, weight rows inside: a group's
      * activations stay in L1 while the task's weight rows stream through. */
@@ -235,9 +244,9 @@ static void each_task(void *ctx, int64_t task_index, unsigned worker)
     (void)worker;
     const each_job *j = ctx;
     const uint64_t m = (uint64_t)task_index / j->tasks_per_matrix;
-    const uint64_t r0 = (uint64_t)task_index % j->tasks_per_matrix * j->rows_per_task;
     const bg_matrix *w = &j->ws[m];
-    const uint64_t r1 = r0 + j->rows_per_task < w->n_out ? r0 + j->rows_per_task : w->n_out;
+    uint64_t r0, r1;
+    task_rows(task_index, j->tasks_per_matrix, j->rows_per_task, w->n_out, &r0, &r1);
     const uint8_t *a = j->xq + m * j->xq_row;
     float *y = j->y + m * j->y_stride;
     for (uint64_t r = r0; r < r1; r++)

@@ -273,6 +273,29 @@ static void out_projection_on_codes(const char *what, uint64_t x, size_t xs, uin
     used = mark;
 }
 
+/* Attention over H heads of Dh (Hkv of them for K and V) with caches of
+ * n_ctx positions a sequence, the quantized caches rotated as sessions
+ * rotate them (K by the head, V by 64). */
+static bg_gpu_attn_args attn_args(uint32_t H, uint32_t Hkv, uint32_t Dh, uint32_t type_k,
+                                  uint32_t type_v, bool gated, uint32_t n_ctx)
+{
+    bg_gpu_attn_args a = {.n_head = H, .n_head_kv = Hkv, .head_dim = Dh, .type_k = type_k,
+                          .type_v = type_v, .gated = gated, .rope_dims = 64, .rope_base = 1e6f,
+                          .eps = 1e-6f, .scale = 1.0f / sqrtf((float)Dh)};
+    const bool quant_k = type_k != BG_TYPE_F32 && type_k != BG_TYPE_F16;
+    const bool quant_v = type_v != BG_TYPE_F32 && type_v != BG_TYPE_F16;
+    a.k_rotation = quant_k ? Dh : 0;
+    a.v_rotation = quant_v ? 64 : 0;
+    bg_type_row_bytes((bg_type)type_k, (uint64_t)Hkv * Dh, &a.k_row_bytes);
+    bg_type_row_bytes((bg_type)type_v, (uint64_t)Hkv * Dh, &a.v_row_bytes);
+    a.k_seq_bytes = n_ctx * a.k_row_bytes;
+    a.v_seq_bytes = n_ctx * a.v_row_bytes;
+    a.q_width = 2 * H * Dh;
+    a.a_width = H * Dh;
+    a.kv_width = 2 * Hkv * Dh;
+    return a;
+}
+
 /* Two sequences: a prefill of 5 tokens for sequence 0 and 3 for sequence 1
  * in one batch, then one decode token each, then 40 more tokens of
  * sequence 1 (past the f16 path's chunk of 32 positions). */
@@ -293,21 +316,8 @@ static void attentions(void)
              * projection) for the first cache types, Qwen3's of 128 */
             const uint32_t Dh = c == 0 ? 256 : 128;
             uint64_t mark = used;
-            bg_gpu_attn_args a = {.n_head = H, .n_head_kv = Hkv, .head_dim = Dh,
-                                  .type_k = kv_types[c][0], .type_v = kv_types[c][1],
-                                  .gated = gated, .rope_dims = 64, .rope_base = 1e6f,
-                                  .eps = 1e-6f, .scale = 1.0f / sqrtf((float)Dh)};
-            bool quant_k = a.type_k != BG_TYPE_F32 && a.type_k != BG_TYPE_F16;
-            bool quant_v = a.type_v != BG_TYPE_F32 && a.type_v != BG_TYPE_F16;
-            a.k_rotation = quant_k ? Dh : 0;
-            a.v_rotation = quant_v ? 64 : 0;
-            bg_type_row_bytes((bg_type)a.type_k, (uint64_t)Hkv * Dh, &a.k_row_bytes);
-            bg_type_row_bytes((bg_type)a.type_v, (uint64_t)Hkv * Dh, &a.v_row_bytes);
-            a.k_seq_bytes = n_ctx * a.k_row_bytes;
-            a.v_seq_bytes = n_ctx * a.v_row_bytes;
-            a.q_width = 2 * H * Dh;
-            a.a_width = H * Dh;
-            a.kv_width = 2 * Hkv * Dh;
+            bg_gpu_attn_args a =
+                attn_args(H, Hkv, Dh, kv_types[c][0], kv_types[c][1], gated, n_ctx);
             uint64_t qn = put_random(Dh, 1.0f), kn = put_random(Dh, 1.0f);
             uint64_t kc = take(2 * a.k_seq_bytes), vc = take(2 * a.v_seq_bytes);
             dev->zero(dg, D(kc), 2 * a.k_seq_bytes);
@@ -365,17 +375,9 @@ static void attention_long(void)
         for (int with_split = 1; with_split >= 0; with_split--) {
             const uint32_t Dh = c == 0 ? 256 : 128;
             uint64_t mark = used;
-            bg_gpu_attn_args a = {.n_tok = 4, .n_head = H, .n_head_kv = Hkv, .head_dim = Dh,
-                                  .type_k = kv_types[c][0], .type_v = kv_types[c][1],
-                                  .gated = true, .rope_dims = 64, .rope_base = 1e6f,
-                                  .eps = 1e-6f, .scale = 1.0f / sqrtf((float)Dh)};
-            bg_type_row_bytes((bg_type)a.type_k, (uint64_t)Hkv * Dh, &a.k_row_bytes);
-            bg_type_row_bytes((bg_type)a.type_v, (uint64_t)Hkv * Dh, &a.v_row_bytes);
-            a.k_seq_bytes = n_ctx * a.k_row_bytes;
-            a.v_seq_bytes = n_ctx * a.v_row_bytes;
-            a.q_width = 2 * H * Dh;
-            a.a_width = H * Dh;
-            a.kv_width = 2 * Hkv * Dh;
+            bg_gpu_attn_args a =
+                attn_args(H, Hkv, Dh, kv_types[c][0], kv_types[c][1], true, n_ctx);
+            a.n_tok = 4;
             /* the caches' rows as the cache store writes them: random
              * normed values (unit scale, as QK-norm leaves keys) */
             uint8_t *caches[2] = {malloc(2 * a.k_seq_bytes), malloc(2 * a.v_seq_bytes)};

@@ -338,6 +338,20 @@ static float *run(const brigade_model *m, brigade_session_options o, size_t *n_o
     return all;
 }
 
+/* A synthetic model of a preset written to path (dir/name.gguf) and
+ * loaded, or NULL (the failure checked). */
+static brigade_model *synth_model(char path[512], const char *dir, const char *name,
+                                  const char *preset, uint32_t type, uint64_t seed)
+{
+    snprintf(path, 512, "%s/%s.gguf", dir, name);
+    brigade_synth_options so = {.preset = preset, .type = type, .seed = seed, .fast = true};
+    brigade_error err;
+    brigade_model *m = NULL;
+    CHECK(!brigade_synth(path, &so, &err), "synth: %s", err.message);
+    CHECK(!brigade_model_load(path, NULL, &m, &err), "load: %s", err.message);
+    return m;
+}
+
 /* The device test (BG_TEST_DEVICE, kernels emulated on the host) runs the
  * first two cache pairs and the first three splits: all on the GPU, the
  * last layers only, experts of some layers on the CPU. */
@@ -345,13 +359,10 @@ static bool fewer;
 
 static void compare(const char *dir, const char *preset, uint32_t type, double bound)
 {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s-%s.gguf", dir, preset, brigade_type_name(type));
-    brigade_synth_options so = {.preset = preset, .type = type, .seed = 11, .fast = true};
+    char path[512], name[128];
+    snprintf(name, sizeof name, "%s-%s", preset, brigade_type_name(type));
     brigade_error err;
-    brigade_model *m = NULL;
-    CHECK(!brigade_synth(path, &so, &err), "synth: %s", err.message);
-    CHECK(!brigade_model_load(path, NULL, &m, &err), "load: %s", err.message);
+    brigade_model *m = synth_model(path, dir, name, preset, type, 11);
     if (!m)
         return;
     static const brigade_cache_type caches[][2] = {
@@ -455,13 +466,8 @@ static float *run_long(const brigade_model *m, brigade_session_options o, brigad
 static void long_decode(const char *dir, double bound)
 {
     char path[512];
-    snprintf(path, sizeof path, "%s/long.gguf", dir);
-    brigade_synth_options so = {.preset = "tiny-qwen35moe", .type = BG_TYPE_F32, .seed = 5,
-                                .fast = true};
     brigade_error err;
-    brigade_model *m = NULL;
-    CHECK(!brigade_synth(path, &so, &err), "synth: %s", err.message);
-    CHECK(!brigade_model_load(path, NULL, &m, &err), "load: %s", err.message);
+    brigade_model *m = synth_model(path, dir, "long", "tiny-qwen35moe", BG_TYPE_F32, 5);
     if (!m)
         return;
     brigade_session_options o = {.n_ctx = 256, .n_threads = 2, .n_ubatch = 64};
@@ -485,13 +491,8 @@ static void long_decode(const char *dir, double bound)
 static void split_graphs(const char *dir)
 {
     char path[512];
-    snprintf(path, sizeof path, "%s/split-graphs.gguf", dir);
-    brigade_synth_options so = {.preset = "tiny-qwen35moe", .type = BG_TYPE_F32, .seed = 3,
-                                .fast = true};
     brigade_error err;
-    brigade_model *m = NULL;
-    CHECK(!brigade_synth(path, &so, &err), "synth: %s", err.message);
-    CHECK(!brigade_model_load(path, NULL, &m, &err), "load: %s", err.message);
+    brigade_model *m = synth_model(path, dir, "split-graphs", "tiny-qwen35moe", BG_TYPE_F32, 3);
     if (!m)
         return;
     brigade_session_options o = {.n_ctx = 64, .n_threads = 2, .n_ubatch = 4, .n_seq_max = 2};
