@@ -513,7 +513,9 @@ static void moes(void)
         {BG_TYPE_Q8_0, BG_TYPE_Q8_0, BG_TYPE_Q8_0},
         {BG_TYPE_F16, BG_TYPE_BF16, BG_TYPE_Q5_K},
     };
-    static const uint32_t n_toks[] = {1, 9, 40};
+    /* 1 and 3 tokens: a slot or fewer per expert (the one-slot kernels,
+     * 3 tokens giving some experts two) */
+    static const uint32_t n_toks[] = {1, 9, 40, 3};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         for (size_t ti = 0; ti < sizeof n_toks / sizeof *n_toks; ti++) {
             const uint32_t n_tok = n_toks[ti];

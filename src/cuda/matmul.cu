@@ -767,7 +767,7 @@ __device__ __forceinline__ size_t bg_egroup_xrow(int32_t slot, uint32_t n_routed
 
 // Rows o of the matrices of the blockIdx.y-th expert chosen (the last
 // blockIdx.y: the shared expert, when set), over the slots filed under it,
-// TOK at a time (1 for a decode step: one slot per expert). NR = 2: gate
+// TOK at a time (1 for decode steps: an expert seldom has more). NR = 2: gate
 // (w[0]) and up (w[1]) together, y = silu(gate) * up; NR = 1: y = w[0] x.
 // PATH: the integer path over p.xq (EG_CODED) or over p.x coded on the way
 // (EG_CODING, one slot at a time), or the float path over p.x (EG_FLOAT).
@@ -834,8 +834,8 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_expert_group(const bg_egroup 
 }
 
 // Launches k_expert_group for weights of type T, as launch_matmul does
-// k_matmul (lone: a decode step's one token, so one slot per expert;
-// coding: x is coded on the way).
+// k_matmul (lone: a slot at a time, for decode steps, where an expert
+// seldom has more; coding: x is coded on the way).
 template <int T, int NR>
 static void launch_expert_group(bg_gpu *g, dim3 grid, const bg_egroup &p, bool lone, bool coding)
 {
@@ -858,15 +858,15 @@ static void launch_expert_group(bg_gpu *g, dim3 grid, const bg_egroup &p, bool l
 }
 
 // One grouped expert product (NR = 1, or gate and up fused when NR = 2 and
-// both have the type) over x's n_x rows (xq_pre: coded, or NULL) for
-// n_tok tokens; grid: rows by (at most) every expert chosen, and the
-// shared expert.
+// both have the type) over x's n_x rows (xq_pre: coded, or NULL); grid:
+// rows by (at most) every expert chosen, and the shared expert.
 static int expert_group(bg_gpu *g, int nr, uint32_t type, bg_egroup p, uint32_t n_x,
-                        const uint8_t *xq_pre, uint32_t n_tok)
+                        const uint8_t *xq_pre)
 {
-    // a decode step's rows that fit their lanes are coded on the way
-    // (bg_rows_dot_int_coding) instead of by a launch of their own
-    const bool lone = n_tok == 1;
+    // decode steps (a slot or fewer per expert on average) take the
+    // one-slot kernels, and their rows that fit the lanes are coded on the
+    // way (bg_rows_dot_int_coding) instead of by a launch of their own
+    const bool lone = p.n_routed <= p.n_expert;
     const bool coding = lone && !xq_pre && int_path(type) &&
                         p.n_in / 32 <= (uint64_t)row_lanes(true, p.n_in) &&
                         (code_kind(type) != ACT_Q8_K || p.n_in % 256 == 0) && p.xs % 4 == 0 &&
@@ -916,7 +916,7 @@ extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_x
     p.y = d_h, p.ys = a->n_ff;
     if (a->type_gate == a->type_up) {
         p.w[1] = (const uint8_t *)d_up, p.shared[1] = (const uint8_t *)a->d_up_shexp;
-        if (expert_group(g, 2, a->type_gate, p, a->n_tok, d_xq, a->n_tok))
+        if (expert_group(g, 2, a->type_gate, p, a->n_tok, d_xq))
             return -1;
     } else {
         // up into slot_out (free until the down rows; n_ff <= n_embd), then
@@ -925,8 +925,8 @@ extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_x
         up.w[0] = (const uint8_t *)d_up, up.shared[0] = (const uint8_t *)a->d_up_shexp;
         up.expert_bytes = a->up_expert_bytes;
         up.y = d_slot_out;
-        if (expert_group(g, 1, a->type_gate, p, a->n_tok, d_xq, a->n_tok) ||
-            expert_group(g, 1, a->type_up, up, a->n_tok, d_xq, a->n_tok) ||
+        if (expert_group(g, 1, a->type_gate, p, a->n_tok, d_xq) ||
+            expert_group(g, 1, a->type_up, up, a->n_tok, d_xq) ||
             bg_cuda_silu_mul(g, d_h, d_slot_out, a->n_ff, a->n_ff, all))
             return -1;
     }
@@ -936,5 +936,5 @@ extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_x
     down.n_in = a->n_ff, down.n_out = a->n_embd;
     down.x = d_h, down.xs = a->n_ff, down.x_div = 1;
     down.y = d_slot_out, down.ys = a->n_embd;
-    return expert_group(g, 1, a->type_down, down, all, NULL, a->n_tok);
+    return expert_group(g, 1, a->type_down, down, all, NULL);
 }
