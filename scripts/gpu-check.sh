@@ -10,7 +10,8 @@
 # --gpu-budget 24G and 16G (-ngl auto), and 1/4/16 parallel sequences;
 # decode all on the GPU is also given as weight bytes per second, a share
 # of the card's copy bandwidth (scripts/membw.cu), and without
-# programmatic dependent launch (BRIGADE_CUDA_PDL=0) beside it.
+# programmatic dependent launch (BRIGADE_CUDA_PDL=0) beside it; where
+# nsys is installed, the decode step's kernels by GPU time.
 # With build-gpu/llama-cuda.tar.xz present (scripts/gpu-oracle.sh writes it
 # on a machine with npm; carry it along), llama.cpp's CUDA build runs the
 # same file with the same placement (-ngl, --n-cpu-moe) and the table gives
@@ -310,6 +311,26 @@ print(int(sum(v for n, v in w.items() if n not in ("routed_experts", "token_embd
             gbs = $3 * b / 1e9
             share = (bw > 0) ? sprintf("%.1f%%", gbs / bw * 100) : "-"
             printf "| %s | %s | %s | %.1f | %s |\n", $1, $2, $3, gbs, share }'
+    echo
+} >> "$WORK/bench.md"
+# Where a decode step's time goes, kernel by kernel, when Nsight Systems
+# is on the machine (for the next round of work; no check depends on it).
+{
+    echo "### Decode kernels by GPU time (nsys, tg32 all on the GPU)"
+    echo
+    NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys 2>/dev/null || true)
+    if [ -n "${EMU:-}" ] || [ -z "$NSYS" ]; then
+        echo "not run: no nsys on this machine"
+    elif timeout 180 "$NSYS" profile -o "$WORK/decode" --force-overwrite true \
+            --trace cuda "$B" bench -m "$FULL" -p 0 -n 32 -r 1 -ngl 99 >>"$LOG" 2>&1 &&
+        timeout 120 "$NSYS" stats --report cuda_gpu_kern_sum --format csv \
+            --output "$WORK/kern" "$WORK/decode.nsys-rep" >>"$LOG" 2>&1; then
+        echo '```'
+        head -n 25 "$WORK"/kern*cuda_gpu_kern_sum*.csv 2>/dev/null | cut -c 1-200
+        echo '```'
+    else
+        echo "nsys failed (see gpu-check.log)"
+    fi
     echo
 } >> "$WORK/bench.md"
 cat "$WORK/memory.md" >> "$MD"
