@@ -168,22 +168,31 @@ static void convert_task(void *ctx, int64_t i, unsigned worker)
     c->quantize(c->x + i * c->x_stride, c->xq + i * c->xq_row, (int64_t)c->n_in);
 }
 
-/* y_m = W_m x for the count (1 or 2) matrices, which share n_in and type. */
-static void matmul_n(bg_pool *pool, const bg_matrix *const *ws, float *const *ys, int count,
-                     const float *x, size_t x_stride, size_t y_stride, uint32_t n, void *scratch)
+/* n rows of x converted to the dot format of w's type into scratch (on
+ * the pool too when there are many of them); returns the bytes of one. */
+static uint64_t convert_rows(bg_pool *pool, const bg_matrix *w, const float *x,
+                             size_t x_stride, uint32_t n, void *scratch)
 {
-    const bg_matrix *w = ws[0];
-    const bg_quant_ops *ops = bg_quant_ops_get((bg_type)w->type);
+    const bg_type dot_type = bg_quant_ops_get((bg_type)w->type)->dot_type;
     uint64_t xq_row = 0;
-    bg_type_row_bytes(ops->dot_type, w->n_in, &xq_row);
-    uint8_t *xq = scratch;
-    /* rows converted on the pool too when there are many of them */
-    convert_job c = {bg_kernel_quantize_activations(ops->dot_type), x, x_stride, xq, xq_row, w->n_in};
+    bg_type_row_bytes(dot_type, w->n_in, &xq_row);
+    convert_job c = {bg_kernel_quantize_activations(dot_type), x, x_stride, scratch, xq_row,
+                     w->n_in};
     if (pool && n >= 16)
         bg_pool_run(pool, n, convert_task, &c);
     else
         for (uint32_t i = 0; i < n; i++)
             convert_task(&c, i, 0);
+    return xq_row;
+}
+
+/* y_m = W_m x for the count (1 or 2) matrices, which share n_in and type. */
+static void matmul_n(bg_pool *pool, const bg_matrix *const *ws, float *const *ys, int count,
+                     const float *x, size_t x_stride, size_t y_stride, uint32_t n, void *scratch)
+{
+    const bg_matrix *w = ws[0];
+    const uint8_t *xq = scratch;
+    const uint64_t xq_row = convert_rows(pool, w, x, x_stride, n, scratch);
     if (matmul_tiled(pool, bg_kernel_gemm((bg_type)w->type), ws, ys, count, xq, (size_t)xq_row,
                      y_stride, n, scratch))
         return;
@@ -259,14 +268,8 @@ void bg_matmul_each(bg_pool *pool, const bg_matrix *ws, int count, const float *
     if (count <= 0)
         return;
     const bg_matrix *w = &ws[0];
-    const bg_quant_ops *ops = bg_quant_ops_get((bg_type)w->type);
-    uint64_t xq_row = 0;
-    bg_type_row_bytes(ops->dot_type, w->n_in, &xq_row);
-    const int n_rows = x_stride ? count : 1;
-    convert_job c = {bg_kernel_quantize_activations(ops->dot_type), x, x_stride, scratch, xq_row,
-                     w->n_in};
-    for (int i = 0; i < n_rows; i++)
-        convert_task(&c, i, 0);
+    const uint64_t xq_row = convert_rows(pool, w, x, x_stride, x_stride ? (uint32_t)count : 1,
+                                         scratch);
     each_job j = {ws, bg_kernel_dot((bg_type)w->type), scratch, x_stride ? (size_t)xq_row : 0,
                   y, y_stride, 0, 0};
     /* a few tasks a thread per matrix, as bg_matmul splits one */

@@ -59,19 +59,20 @@ void bg_plan_session(const bg_hparams *hp, uint32_t n_ctx, uint32_t n_ubatch, ui
      * a decode step's split attention (gpu.h) */
     const uint64_t split_tok = ub < BG_GPU_ATT_SPLIT_TOKENS ? ub : BG_GPU_ATT_SPLIT_TOKENS;
     b[BG_BUF_SLOT_OUT] = max3(ub * tok_slots * hp->n_embd * F,
-                              hp->n_head ? BG_GPU_ATT_SPLIT_BYTES(split_tok, hp->n_head, hp->head_dim) : 0,
-                              1);
+                              BG_GPU_ATT_SPLIT_BYTES(split_tok, hp->n_head, hp->head_dim), 1);
     b[BG_BUF_CHOSEN] = ub * K * sizeof(int32_t);
     b[BG_BUF_CHOSEN_W] = ub * K * F;
     /* members: the CPU's token list of one expert; the GPU's slots grouped
      * by expert */
     b[BG_BUF_MEMBERS] = max3(ub, BG_GPU_MOE_GROUP_INTS(ub * K, hp->n_expert), 1) * sizeof(int32_t);
     uint64_t max_in = max3(hp->n_embd, max3(qh, value_dim, hp->n_ff_exp), hp->n_ff_shexp);
-    /* xq: the CPU's packed activations; on the GPU, the normed rows coded
-     * by their norm, then the activations a product codes for itself
-     * (every token's row, or every slot's for the experts' down rows) */
+    /* xq: the CPU's packed activations (a decode step's K hidden rows at
+     * once, blocks.c); on the GPU, the normed rows coded by their norm,
+     * then the activations a product codes for itself (every token's row,
+     * or every slot's for the experts' down rows) */
     p->xn_code_bytes = ub * BG_GPU_ACT_CODE_BYTES(hp->n_embd);
-    b[BG_BUF_XQ] = max3(bg_matmul_scratch(max_in, ub),
+    const uint64_t cpu_xq = max3(bg_matmul_scratch(max_in, ub), bg_matmul_scratch(hp->n_ff_exp, K), 1);
+    b[BG_BUF_XQ] = max3(cpu_xq,
                         p->xn_code_bytes + ub * BG_GPU_ACT_CODE_BYTES(max_in),
                         p->xn_code_bytes + ub * tok_slots * BG_GPU_ACT_CODE_BYTES(hp->n_ff_exp));
     b[BG_BUF_TOK_SEQ] = b[BG_BUF_TOK_POS] = ub * sizeof(uint32_t);

@@ -389,7 +389,21 @@ struct bg_attn_shared {
     uint8_t *ks, *vrows;
 };
 
-__device__ __forceinline__ uint64_t bg_round16(uint64_t x) { return (x + 15) / 16 * 16; }
+__host__ __device__ __forceinline__ uint64_t bg_round16(uint64_t x) { return (x + 15) / 16 * 16; }
+
+// k_attn's dynamic shared memory, in bg_attn_shared's order: the floats
+// (query and output of D, a chunk's scores and two steps, the running
+// maximum, 3 floats to keep what follows 16-byte aligned), then the
+// chunk's K rows, then (16-byte aligned) its V rows.
+__host__ __device__ __forceinline__ uint64_t bg_attn_floats(uint32_t D)
+{
+    return 2 * (uint64_t)D + 3 * ATT_CHUNK + 4;
+}
+__host__ __device__ __forceinline__ uint64_t bg_attn_shared_bytes(uint32_t D, uint32_t chunk,
+                                                                  uint64_t kh, uint64_t vh)
+{
+    return bg_attn_floats(D) * sizeof(float) + bg_round16(chunk * kh) + chunk * vh;
+}
 
 // One head's online softmax over positions [p0, p1) of its sequence's
 // cache (kc, vc: the head's first row), ATT_CHUNK positions at a time:
@@ -457,14 +471,6 @@ __device__ void bg_attn_merge(const float *parts, uint32_t n_split, uint32_t D, 
     }
 }
 
-// The dynamic shared memory of k_attn (bg_attn_shared's layout).
-__host__ __device__ __forceinline__ uint64_t bg_attn_shared_bytes(uint32_t D, uint32_t chunk,
-                                                                  uint64_t kh, uint64_t vh)
-{
-    return (uint64_t)(2 * D + 3 * ATT_CHUNK + 4) * sizeof(float) + (chunk * kh + 15) / 16 * 16 +
-           chunk * vh;
-}
-
 // One block per (token, head, range of positions): the ranges of gpu.h's
 // split for a decode step given scratch (split), else one. A lone range
 // finishes itself; split ranges leave their results in the scratch, and
@@ -492,7 +498,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     bg_attn_shared sh;
     sh.qs = base, sh.out = base + D, sh.sc = sh.out + D, sh.ms = sh.sc + ATT_CHUNK;
     sh.vs = sh.ms + ATT_CHUNK, sh.m = sh.vs + ATT_CHUNK;
-    sh.ks = (uint8_t *)(base + 2 * D + 3 * ATT_CHUNK + 4);
+    sh.ks = (uint8_t *)(base + bg_attn_floats(D));
     sh.vrows = sh.ks + bg_round16(chunk * kh);
     float *row = attn + (size_t)t * a.a_width + (size_t)h * D;
     for (uint32_t e = threadIdx.x; e < D; e += blockDim.x)

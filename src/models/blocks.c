@@ -357,9 +357,11 @@ static bool moe_routed_lone(brigade_session *s, const bg_layer *L)
     const brigade_tensor_info *g = L->t[BG_ROLE_FFN_GATE_EXPS], *u = L->t[BG_ROLE_FFN_UP_EXPS],
                               *d = L->t[BG_ROLE_FFN_DOWN_EXPS];
     const uint64_t *b = s->plan.buf_bytes;
+    /* xq holds xn's converted row for gate/up, later the K hidden rows' */
     if (s->n_tok != 1 || K > LONE_MAX_USED || g->ne[1] != F || u->ne[1] != F || d->ne[0] != F ||
         b[BG_BUF_SLOT_OUT] < 2 * K * F * f || b[BG_BUF_SLOT_OUT] < K * E * f ||
-        b[BG_BUF_GX] < K * F * f || b[BG_BUF_XQ] < bg_matmul_scratch(F > E ? F : E, K))
+        b[BG_BUF_GX] < K * F * f || b[BG_BUF_XQ] < bg_matmul_scratch(E, 1) ||
+        b[BG_BUF_XQ] < bg_matmul_scratch(F, K))
         return false;
     bg_matrix m[2 * LONE_MAX_USED];
     for (uint32_t k = 0; k < K; k++) {
