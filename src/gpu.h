@@ -99,6 +99,32 @@ typedef struct bg_gpu_moe_args {
  * input again. NULL: none. */
 #define BG_GPU_ACT_CODE_BYTES(n_in) (((uint64_t)(n_in) + (uint64_t)(n_in) / 8 + 15) / 16 * 16)
 
+/* Experts per layer the device's routing handles (its registers). */
+#define BG_GPU_MAX_EXPERTS 512u
+
+/* The backend's own device counters, at the start of the scratch
+ * (set_scratch): kernels whose last block to finish completes their work
+ * (a residual and norm after a product, routing after the router's
+ * product, the experts' sum after their down rows) count their blocks
+ * there instead of taking a launch of their own. */
+#define BG_GPU_COUNTER_BYTES 256u
+
+/* The end of a feed-forward half, per token t (rows of n): o = the sum
+ * over ranks k of w[t][k] * slot[t][k], in rank order (n_used rows per
+ * token; d_w NULL: one row, weight 1), plus sigmoid(shared_w . xn[t]) *
+ * shared[t] when d_shared is set (the shared expert, gated); then x[t] +=
+ * o and, when d_norm_w is set, xn[t] = rmsnorm(x[t]) * norm_w (the next
+ * half-layer's input), coded into d_xq when set. One pass instead of
+ * four. */
+typedef struct bg_gpu_ffn_end {
+    float *d_x, *d_xn;
+    const float *d_w;                   /* [n_tok][n_used], or NULL */
+    const float *d_shared, *d_shared_w; /* NULL: no shared expert */
+    const float *d_norm_w;              /* NULL: no next norm */
+    float eps;
+    uint8_t *d_xq;
+} bg_gpu_ffn_end;
+
 /* One of several products of the same input (matmul_multi). */
 #define BG_GPU_MAX_PROJ 4
 typedef struct bg_gpu_proj {
@@ -123,7 +149,8 @@ typedef struct bg_gpu_api {
     /* Waits for the stream, then copies. */
     int (*download)(bg_gpu *g, void *dst, const void *d_src, uint64_t bytes);
     int (*zero)(bg_gpu *g, void *d_dst, uint64_t bytes);
-    /* Device memory (inside the arena) the products may use for the
+    /* Device memory (inside the arena): BG_GPU_COUNTER_BYTES of counters
+     * first (zeroed here), then what the products may use for the
      * activations they code for integer dot products; a product whose
      * coded activations would not fit takes the float path instead. */
     int (*set_scratch)(bg_gpu *g, void *d_scratch, uint64_t bytes);
@@ -155,6 +182,12 @@ typedef struct bg_gpu_api {
      * then xn = rmsnorm(x) * w (contiguous rows). */
     int (*add_rmsnorm)(bg_gpu *g, float *d_x, const float *d_y, float *d_xn, const float *d_w,
                        uint32_t n, uint32_t n_rows, float eps, uint8_t *d_xq);
+    /* The end of a mixer: y = W a (p: W, and y in rows of n = p->n_out),
+     * then add_rmsnorm(x, y, xn, norm_w, n, n_tok, eps, xq); one launch
+     * for a decode step. */
+    int (*matmul_add_rmsnorm)(bg_gpu *g, const bg_gpu_proj *p, uint64_t n_in, const float *d_a,
+                              size_t a_stride, const uint8_t *d_aq, uint32_t n_tok, float *d_x,
+                              float *d_xn, const float *d_norm_w, float eps, uint8_t *d_xq);
     /* Attention: split, QK-norm, rope, rotation, cache store, then each
      * token over its sequence's positions; output (gated) into d_attn, and
      * coded for the out projection into d_attn_q when set (head_dim a
@@ -173,33 +206,32 @@ typedef struct bg_gpu_api {
                     const float *d_conv_w, const float *d_norm_w, float *d_conv,
                     float *d_ssm, float *d_attn, uint8_t *d_attn_q,
                     const uint32_t *d_tok_seq);
-    /* Routing: softmax over each token's n_expert router logits (d_router,
-     * left as scratch), the n_used most probable experts kept (the earlier
-     * expert wins a tie) and their probabilities renormalized (sum in
-     * double, kept off zero as blocks.c does): d_chosen[t][k] and
+    /* Routing: the router's product (its n_out = n_expert logits per
+     * token into router->d_y, left as scratch) of x's rows of n_in (xq:
+     * coded, or NULL), softmax over each token's logits, the n_used most
+     * probable experts kept (the earlier expert wins a tie; n_expert at
+     * most BG_GPU_MAX_EXPERTS) and their probabilities renormalized (sum
+     * in double, kept off zero as blocks.c does): d_chosen[t][k] and
      * d_chosen_w[t][k] in rank order; then, unless d_groups is NULL, the
      * (token, rank) slots grouped by expert for moe (BG_GPU_MOE_GROUP_INTS
      * int32s: offsets, the experts chosen, the slots sorted by expert). */
-    int (*route)(bg_gpu *g, float *d_router, uint32_t n_tok, uint32_t n_expert, uint32_t n_used,
-                 int32_t *d_chosen, float *d_chosen_w, int32_t *d_groups);
+    int (*route)(bg_gpu *g, const bg_gpu_proj *router, uint64_t n_in, const float *d_x,
+                 const uint8_t *d_xq, uint32_t n_tok, uint32_t n_used, int32_t *d_chosen,
+                 float *d_chosen_w, int32_t *d_groups);
     /* The routed experts for route's choice, over route's grouping
      * (d_groups), and the shared expert when the args carry it: each
      * expert's rows read once per group of tokens, gate and up fused with
      * SiLU into d_h ([slot][n_ff]), down into d_slot_out ([slot][n_embd]);
-     * expert_sum weighs and adds them. */
+     * then, given `end`, the feed-forward half's end (expert_sum over
+     * d_slot_out; NULL: the caller's). */
     int (*moe)(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_xn, const uint8_t *d_xq,
                const void *d_gate, const void *d_up, const void *d_down,
-               const int32_t *d_groups, float *d_h, float *d_slot_out);
-    /* The end of a feed-forward half, per token t (rows of n): o = the sum
-     * over ranks k of w[t][k] * slot[t][k], in rank order (n_used rows per
-     * token; d_w NULL: one row, weight 1), plus sigmoid(shared_w . xn[t]) *
-     * shared[t] when d_shared is set (the shared expert, gated); then
-     * x[t] += o and, when d_norm_w is set, xn[t] = rmsnorm(x[t]) * norm_w
-     * (the next half-layer's input). One pass instead of four. */
-    int (*expert_sum)(bg_gpu *g, float *d_x, float *d_xn, const float *d_slot, const float *d_w,
-                      uint32_t n_used, const float *d_shared, const float *d_shared_w,
-                      const float *d_norm_w, uint32_t n, uint32_t n_tok, float eps,
-                      uint8_t *d_xq);
+               const int32_t *d_groups, float *d_h, float *d_slot_out,
+               const bg_gpu_ffn_end *end);
+    /* The end of a feed-forward half (bg_gpu_ffn_end) over slot rows of
+     * n, n_used per token (one when e->d_w is NULL). */
+    int (*expert_sum)(bg_gpu *g, const bg_gpu_ffn_end *e, const float *d_slot, uint32_t n_used,
+                      uint32_t n, uint32_t n_tok);
     /* h = silu(g) * u, rows of n at stride. */
     int (*silu_mul)(bg_gpu *g, float *d_g, const float *d_u, uint32_t n, size_t stride,
                     uint32_t n_tok);

@@ -113,6 +113,10 @@ static brigade_status check_types(const bg_gpu_session *gs, brigade_error *err)
         return bg_fail(err, BRIGADE_ERR_UNSUPPORTED,
                        "GPU: expert width %u above the hidden size %u is not handled",
                        m->hp.n_ff_exp, m->hp.n_embd);
+    if (m->hp.n_expert > BG_GPU_MAX_EXPERTS)
+        return bg_fail(err, BRIGADE_ERR_UNSUPPORTED,
+                       "GPU: routing over %u experts is not handled (at most %u)",
+                       m->hp.n_expert, BG_GPU_MAX_EXPERTS);
     return BRIGADE_OK;
 }
 
@@ -196,12 +200,13 @@ brigade_status bg_gpu_session_new(const brigade_model *m, const bg_session_plan 
         st = gpu_fail(gs, err, "allocating the arena");
     gs->base = base;
     /* xq: the normed rows' codes first (rows of whole K-quant
-     * super-blocks only), then the products' scratch */
+     * super-blocks only), then the backend's counters and the products'
+     * scratch */
     const uint64_t codes = m->hp.n_embd % 256 == 0 ? plan->xn_code_bytes : 0;
     gs->xn_codes = codes && !st ? bufv(gs, BG_BUF_XQ) : NULL;
     /* the mixer's output codes go to the products' scratch, unused from
      * the mixer's products until its out projection reads them */
-    gs->attn_codes = gs->xn_codes ? gs->xn_codes + codes : NULL;
+    gs->attn_codes = gs->xn_codes ? gs->xn_codes + codes + BG_GPU_COUNTER_BYTES : NULL;
     if (!st && api->set_scratch(gs->g, (uint8_t *)bufv(gs, BG_BUF_XQ) + codes,
                                 plan->buf_bytes[BG_BUF_XQ] - codes))
         st = gpu_fail(gs, err, "setting the scratch");
@@ -269,14 +274,13 @@ static int put_x(bg_gpu_session *gs, const brigade_session *s)
                            (uint64_t)s->n_tok * s->hp->n_embd * sizeof(float));
 }
 
-/* y = W x for the micro-batch, W a 2-D weight of layer il (or any tensor
- * at a device address); xq: x coded by its producer, or NULL. */
-static int project_coded(bg_gpu_session *gs, const brigade_session *s,
-                         const brigade_tensor_info *t, const void *d_w, const float *x,
-                         size_t x_width, const uint8_t *xq, float *y, size_t y_width)
+/* y = W x for the micro-batch, W layer il's weight in `role`. */
+static int project(bg_gpu_session *gs, const brigade_session *s, uint32_t il, int role,
+                   const float *x, size_t x_width, float *y, size_t y_width)
 {
-    return gs->api->matmul(gs->g, t->type, d_w, t->ne[0], t->ne[1], x, x_width, xq, y, y_width,
-                           s->n_tok);
+    const brigade_tensor_info *t = s->model->layers[il].t[role];
+    return gs->api->matmul(gs->g, t->type, weight(gs, il, role), t->ne[0], t->ne[1], x, x_width,
+                           NULL, y, y_width, s->n_tok);
 }
 
 /* One of the products of a layer's input (matmul_multi). */
@@ -287,9 +291,6 @@ static bg_gpu_proj projection(const bg_gpu_session *gs, const bg_layer *L, uint3
     return (bg_gpu_proj){t->type, weight(gs, il, role), t->ne[1], y, y_width};
 }
 
-#define PROJECT(role, x, xw, y, yw) \
-    project_coded(gs, s, L->t[role], weight(gs, il, role), (x), (xw), NULL, (y), (yw))
-
 /* Where the mixer's output rows are coded for the out projection, when
  * they split into whole K-quant super-blocks (for attention, each head),
  * or NULL. */
@@ -298,7 +299,9 @@ static uint8_t *out_codes(const bg_gpu_session *gs, bool whole_blocks)
     return whole_blocks ? gs->attn_codes : NULL;
 }
 
-static int attention(bg_gpu_session *gs, const brigade_session *s, uint32_t il, bool gated)
+/* Attention's output rows into attn, and their codes into *aq (or NULL). */
+static int attention(bg_gpu_session *gs, const brigade_session *s, uint32_t il, bool gated,
+                     uint8_t **aq_out)
 {
     const bg_hparams *hp = s->hp;
     const bg_layer *L = &s->model->layers[il];
@@ -322,19 +325,17 @@ static int attention(bg_gpu_session *gs, const brigade_session *s, uint32_t il, 
         .scale = 1.0f / sqrtf((float)hp->head_dim), .q_width = s->q_width,
         .a_width = s->a_width, .kv_width = 2 * kv_dim,
     };
-    uint8_t *aq = out_codes(gs, hp->head_dim % 256 == 0);
-    rc = rc ? rc
-            : gs->api->attention(gs->g, &a, q, kv, gate, attn,
-                                 weight(gs, il, BG_ROLE_ATTN_Q_NORM),
-                                 weight(gs, il, BG_ROLE_ATTN_K_NORM), at(gs, LL->k_off),
-                                 at(gs, LL->v_off), bufv(gs, BG_BUF_TOK_SEQ),
-                                 bufv(gs, BG_BUF_TOK_POS), aq, bufv(gs, BG_BUF_SLOT_OUT));
+    uint8_t *aq = *aq_out = out_codes(gs, hp->head_dim % 256 == 0);
     return rc ? rc
-              : project_coded(gs, s, L->t[BG_ROLE_ATTN_OUT], weight(gs, il, BG_ROLE_ATTN_OUT),
-                              attn, s->a_width, aq, buf(gs, BG_BUF_OUT), E);
+              : gs->api->attention(gs->g, &a, q, kv, gate, attn,
+                                   weight(gs, il, BG_ROLE_ATTN_Q_NORM),
+                                   weight(gs, il, BG_ROLE_ATTN_K_NORM), at(gs, LL->k_off),
+                                   at(gs, LL->v_off), bufv(gs, BG_BUF_TOK_SEQ),
+                                   bufv(gs, BG_BUF_TOK_POS), aq, bufv(gs, BG_BUF_SLOT_OUT));
 }
 
-static int deltanet(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
+/* DeltaNet's output rows into attn, and their codes into *aq (or NULL). */
+static int deltanet(bg_gpu_session *gs, const brigade_session *s, uint32_t il, uint8_t **aq_out)
 {
     const bg_hparams *hp = s->hp;
     const bg_layer *L = &s->model->layers[il];
@@ -349,7 +350,7 @@ static int deltanet(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
         projection(gs, L, il, BG_ROLE_SSM_ALPHA, heads + Hv, 2 * Hv),
     };
     int rc = gs->api->matmul_multi(gs->g, proj, 4, E, xn, E, gs->xn_codes, s->n_tok);
-    uint8_t *aq = out_codes(gs, Hv * hp->ssm_state_size % 256 == 0);
+    uint8_t *aq = *aq_out = out_codes(gs, Hv * hp->ssm_state_size % 256 == 0);
     bg_gpu_deltanet_args a = {
         .n_tok = s->n_tok, .state = hp->ssm_state_size, .n_k_heads = hp->ssm_group_count,
         .n_v_heads = hp->ssm_time_step_rank, .conv_kernel = hp->ssm_conv_kernel,
@@ -357,14 +358,12 @@ static int deltanet(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
         .ssm_seq_floats = gs->plan.ssm_layer_bytes / sizeof(float), .q_width = s->q_width,
         .a_width = s->a_width,
     };
-    rc = rc ? rc
-            : gs->api->deltanet(gs->g, &a, q, gate, heads, weight(gs, il, BG_ROLE_SSM_DT),
-                                weight(gs, il, BG_ROLE_SSM_A), weight(gs, il, BG_ROLE_SSM_CONV1D),
-                                weight(gs, il, BG_ROLE_SSM_NORM), at(gs, LL->conv_off),
-                                at(gs, LL->ssm_off), attn, aq, bufv(gs, BG_BUF_TOK_SEQ));
     return rc ? rc
-              : project_coded(gs, s, L->t[BG_ROLE_SSM_OUT], weight(gs, il, BG_ROLE_SSM_OUT), attn,
-                              s->a_width, aq, buf(gs, BG_BUF_OUT), E);
+              : gs->api->deltanet(gs->g, &a, q, gate, heads, weight(gs, il, BG_ROLE_SSM_DT),
+                                  weight(gs, il, BG_ROLE_SSM_A),
+                                  weight(gs, il, BG_ROLE_SSM_CONV1D),
+                                  weight(gs, il, BG_ROLE_SSM_NORM), at(gs, LL->conv_off),
+                                  at(gs, LL->ssm_off), attn, aq, bufv(gs, BG_BUF_TOK_SEQ));
 }
 
 /* Router logits and each token's choice of experts, on the device, with
@@ -373,12 +372,12 @@ static int route(bg_gpu_session *gs, const brigade_session *s, uint32_t il, bool
 {
     const bg_hparams *hp = s->hp;
     const bg_layer *L = &s->model->layers[il];
-    float *router = buf(gs, BG_BUF_ROUTER);
-    int rc = PROJECT(BG_ROLE_FFN_GATE_INP, buf(gs, BG_BUF_XN), hp->n_embd, router, hp->n_expert);
-    return rc ? rc
-              : gs->api->route(gs->g, router, s->n_tok, hp->n_expert, hp->n_expert_used,
-                               bufv(gs, BG_BUF_CHOSEN), buf(gs, BG_BUF_CHOSEN_W),
-                               grouped ? bufv(gs, BG_BUF_MEMBERS) : NULL);
+    const brigade_tensor_info *t = L->t[BG_ROLE_FFN_GATE_INP];
+    const bg_gpu_proj router = {t->type, weight(gs, il, BG_ROLE_FFN_GATE_INP), hp->n_expert,
+                                buf(gs, BG_BUF_ROUTER), hp->n_expert};
+    return gs->api->route(gs->g, &router, hp->n_embd, buf(gs, BG_BUF_XN), gs->xn_codes, s->n_tok,
+                          hp->n_expert_used, bufv(gs, BG_BUF_CHOSEN), buf(gs, BG_BUF_CHOSEN_W),
+                          grouped ? bufv(gs, BG_BUF_MEMBERS) : NULL);
 }
 
 /* Whether layer il's shared expert runs with the routed ones, as one more
@@ -395,9 +394,10 @@ static bool shared_joins(const brigade_session *s, uint32_t il)
 }
 
 /* slot_out = each chosen expert's output, for route's choice, and the
- * shared expert's in slots n_tok * n_used + t when it joins them. */
+ * shared expert's in slots n_tok * n_used + t when it joins them; then the
+ * feed-forward half's end. */
 static int routed_experts(bg_gpu_session *gs, const brigade_session *s, uint32_t il,
-                          bool with_shared)
+                          bool with_shared, const bg_gpu_ffn_end *end)
 {
     const bg_hparams *hp = s->hp;
     const bg_layer *L = &s->model->layers[il];
@@ -423,7 +423,8 @@ static int routed_experts(bg_gpu_session *gs, const brigade_session *s, uint32_t
     return gs->api->moe(gs->g, &a, buf(gs, BG_BUF_XN), gs->xn_codes,
                         weight(gs, il, BG_ROLE_FFN_GATE_EXPS),
                         weight(gs, il, BG_ROLE_FFN_UP_EXPS), weight(gs, il, BG_ROLE_FFN_DOWN_EXPS),
-                        bufv(gs, BG_BUF_MEMBERS), buf(gs, BG_BUF_GX), buf(gs, BG_BUF_SLOT_OUT));
+                        bufv(gs, BG_BUF_MEMBERS), buf(gs, BG_BUF_GX), buf(gs, BG_BUF_SLOT_OUT),
+                        end);
 }
 
 /* gy = the shared expert's output, ungated, where the layer has one. */
@@ -442,11 +443,11 @@ static int shared_expert(bg_gpu_session *gs, const brigade_session *s, uint32_t 
                                     weight(gs, il, BG_ROLE_FFN_UP_SHEXP), tg->ne[0], tg->ne[1],
                                     xn, E, fg, w, s->n_tok);
     } else {
-        rc = PROJECT(BG_ROLE_FFN_GATE_SHEXP, xn, E, fg, w);
-        rc = rc ? rc : PROJECT(BG_ROLE_FFN_UP_SHEXP, xn, E, fu, w);
+        rc = project(gs, s, il, BG_ROLE_FFN_GATE_SHEXP, xn, E, fg, w);
+        rc = rc ? rc : project(gs, s, il, BG_ROLE_FFN_UP_SHEXP, xn, E, fu, w);
         rc = rc ? rc : gs->api->silu_mul(gs->g, fg, fu, hp->n_ff_shexp, w, s->n_tok);
     }
-    return rc ? rc : PROJECT(BG_ROLE_FFN_DOWN_SHEXP, fg, w, buf(gs, BG_BUF_GY), E);
+    return rc ? rc : project(gs, s, il, BG_ROLE_FFN_DOWN_SHEXP, fg, w, buf(gs, BG_BUF_GY), E);
 }
 
 static int norm(bg_gpu_session *gs, const brigade_session *s, uint32_t il, int role)
@@ -464,29 +465,35 @@ static int norm_role(const bg_hparams *hp, bool ffn)
     return hp->arch == BG_ARCH_QWEN35MOE ? BG_ROLE_POST_NORM : BG_ROLE_FFN_NORM;
 }
 
-/* The residual x += out after layer il's mixer, with the norm of its
- * experts in the same pass. */
-static int mixer_end(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
+/* The end of layer il's mixer: its out projection of attn (aq: coded, or
+ * NULL), the residual x += out, and the norm of its experts, in one pass. */
+static int mixer_end(bg_gpu_session *gs, const brigade_session *s, uint32_t il, int out_role,
+                     const uint8_t *aq)
 {
     const bg_hparams *hp = s->hp;
-    return gs->api->add_rmsnorm(gs->g, buf(gs, BG_BUF_X), buf(gs, BG_BUF_OUT),
-                                buf(gs, BG_BUF_XN), weight(gs, il, norm_role(hp, true)),
-                                hp->n_embd, s->n_tok, hp->rms_eps, gs->xn_codes);
+    const brigade_tensor_info *t = s->model->layers[il].t[out_role];
+    const bg_gpu_proj out = {t->type, weight(gs, il, out_role), hp->n_embd, buf(gs, BG_BUF_OUT),
+                             hp->n_embd};
+    return gs->api->matmul_add_rmsnorm(gs->g, &out, t->ne[0], buf(gs, BG_BUF_ATTN), s->a_width,
+                                       aq, s->n_tok, buf(gs, BG_BUF_X), buf(gs, BG_BUF_XN),
+                                       weight(gs, il, norm_role(hp, true)), hp->rms_eps,
+                                       gs->xn_codes);
 }
 
-/* The end of layer il's feed-forward half in one pass: the routed rows in
- * slot_out (n_used per token weighed by the routing; w NULL: one row, the
- * sum), plus the gated shared expert, into the residual, then the next
- * layer's mixer norm (none after the last layer). */
-static int ffn_end(bg_gpu_session *gs, const brigade_session *s, uint32_t il, const float *w,
-                   uint32_t n_used, const float *shared)
+/* The end of layer il's feed-forward half: the routed rows (w: their
+ * weights, from the routing; NULL: one row a token, the CPU's sum), plus
+ * the gated shared expert's rows (or NULL), into the residual, then the
+ * next layer's mixer norm (none after the last layer). */
+static bg_gpu_ffn_end ffn_end(bg_gpu_session *gs, const brigade_session *s, uint32_t il,
+                              const float *w, const float *shared)
 {
     const bg_hparams *hp = s->hp;
-    const float *norm_w = il + 1 < hp->n_layers ? weight(gs, il + 1, norm_role(hp, false)) : NULL;
-    return gs->api->expert_sum(gs->g, buf(gs, BG_BUF_X), buf(gs, BG_BUF_XN),
-                               buf(gs, BG_BUF_SLOT_OUT), w, n_used, shared,
-                               shared ? weight(gs, il, BG_ROLE_FFN_GATE_INP_SHEXP) : NULL,
-                               norm_w, hp->n_embd, s->n_tok, hp->rms_eps, gs->xn_codes);
+    return (bg_gpu_ffn_end){
+        .d_x = buf(gs, BG_BUF_X), .d_xn = buf(gs, BG_BUF_XN), .d_w = w, .d_shared = shared,
+        .d_shared_w = shared ? weight(gs, il, BG_ROLE_FFN_GATE_INP_SHEXP) : NULL,
+        .d_norm_w = il + 1 < hp->n_layers ? weight(gs, il + 1, norm_role(hp, false)) : NULL,
+        .eps = hp->rms_eps, .d_xq = gs->xn_codes,
+    };
 }
 
 /* The shared expert's output rows: gy, where it ran apart. */
@@ -500,11 +507,12 @@ static int moe(bg_gpu_session *gs, const brigade_session *s, uint32_t il)
     const uint32_t K = s->hp->n_expert_used;
     const bool joins = shared_joins(s, il);
     int rc = route(gs, s, il, true);
-    rc = rc ? rc : routed_experts(gs, s, il, joins);
+    /* apart, the shared expert runs first: the experts' end reads its rows */
     rc = rc || joins ? rc : shared_expert(gs, s, il);
     const float *shared = joins ? buf(gs, BG_BUF_SLOT_OUT) + (size_t)s->n_tok * K * s->hp->n_embd
                                 : shared_rows(gs, s, il);
-    return rc ? rc : ffn_end(gs, s, il, buf(gs, BG_BUF_CHOSEN_W), K, shared);
+    const bg_gpu_ffn_end end = ffn_end(gs, s, il, buf(gs, BG_BUF_CHOSEN_W), shared);
+    return rc ? rc : routed_experts(gs, s, il, joins, &end);
 }
 
 /* Layer il's feed-forward half with its routed experts in host memory.
@@ -529,7 +537,9 @@ static int cpu_experts(bg_gpu_session *gs, brigade_session *s, uint32_t il)
         return rc;
     bg_block_moe_routed(s, il);
     rc = api->upload(gs->g, buf(gs, BG_BUF_SLOT_OUT), s->out, rows);
-    return rc ? rc : ffn_end(gs, s, il, NULL, 1, shared_rows(gs, s, il));
+    const bg_gpu_ffn_end end = ffn_end(gs, s, il, NULL, shared_rows(gs, s, il));
+    return rc ? rc
+              : api->expert_sum(gs->g, &end, buf(gs, BG_BUF_SLOT_OUT), 1, hp->n_embd, s->n_tok);
 }
 
 /* Enqueues layer il's device work: the mixer, and the experts too when
@@ -540,11 +550,13 @@ static int enqueue_layer(bg_gpu_session *gs, const brigade_session *s, uint32_t 
 {
     const bg_hparams *hp = s->hp;
     const bool q35 = hp->arch == BG_ARCH_QWEN35MOE;
+    const bool recurrent = q35 && bg_hparams_is_recurrent(hp, il);
+    uint8_t *aq = NULL;
     int rc = il == gs->split.first_gpu_layer ? norm(gs, s, il, BG_ROLE_ATTN_NORM) : 0;
     if (!rc)
-        rc = q35 && bg_hparams_is_recurrent(hp, il) ? deltanet(gs, s, il)
-                                                    : attention(gs, s, il, q35);
-    rc = rc ? rc : mixer_end(gs, s, il);
+        rc = recurrent ? deltanet(gs, s, il, &aq) : attention(gs, s, il, q35, &aq);
+    rc = rc ? rc
+            : mixer_end(gs, s, il, recurrent ? BG_ROLE_SSM_OUT : BG_ROLE_ATTN_OUT, aq);
     if (!rc && bg_gpu_experts_on(&gs->split, il))
         rc = moe(gs, s, il);
     return rc;

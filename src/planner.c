@@ -68,13 +68,14 @@ void bg_plan_session(const bg_hparams *hp, uint32_t n_ctx, uint32_t n_ubatch, ui
     uint64_t max_in = max3(hp->n_embd, max3(qh, value_dim, hp->n_ff_exp), hp->n_ff_shexp);
     /* xq: the CPU's packed activations (a decode step's K hidden rows at
      * once, blocks.c); on the GPU, the normed rows coded by their norm,
-     * then the activations a product codes for itself (every token's row,
-     * or every slot's for the experts' down rows) */
+     * then the backend's counters and the activations a product codes for
+     * itself (every token's row, or every slot's for the experts' down
+     * rows) */
     p->xn_code_bytes = ub * BG_GPU_ACT_CODE_BYTES(hp->n_embd);
     const uint64_t cpu_xq = max3(bg_matmul_scratch(max_in, ub), bg_matmul_scratch(hp->n_ff_exp, K), 1);
-    b[BG_BUF_XQ] = max3(cpu_xq,
-                        p->xn_code_bytes + ub * BG_GPU_ACT_CODE_BYTES(max_in),
-                        p->xn_code_bytes + ub * tok_slots * BG_GPU_ACT_CODE_BYTES(hp->n_ff_exp));
+    const uint64_t gpu_xq = p->xn_code_bytes + BG_GPU_COUNTER_BYTES;
+    b[BG_BUF_XQ] = max3(cpu_xq, gpu_xq + ub * BG_GPU_ACT_CODE_BYTES(max_in),
+                        gpu_xq + ub * tok_slots * BG_GPU_ACT_CODE_BYTES(hp->n_ff_exp));
     b[BG_BUF_TOK_SEQ] = b[BG_BUF_TOK_POS] = ub * sizeof(uint32_t);
     b[BG_BUF_SEQ_PAST] = b[BG_BUF_SEQ_COUNT] = (uint64_t)n_seq * sizeof(uint32_t);
     for (int i = 0; i < BG_BUF_COUNT; i++)

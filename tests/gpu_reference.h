@@ -169,12 +169,11 @@ static int m_add_rmsnorm(bg_gpu *g, float *x, const float *y, float *xn, const f
     return m_rmsnorm(g, xn, n, x, n, w, n, rows, eps, xq);
 }
 
-static int m_expert_sum(bg_gpu *g, float *x, float *xn, const float *slot, const float *w,
-                        uint32_t K, const float *shared, const float *shared_w,
-                        const float *norm_w, uint32_t n, uint32_t n_tok, float eps,
-                        uint8_t *xq)
+static int m_expert_sum(bg_gpu *g, const bg_gpu_ffn_end *e, const float *slot, uint32_t K,
+                        uint32_t n, uint32_t n_tok)
 {
-    (void)g;
+    float *x = e->d_x, *xn = e->d_xn;
+    const float *w = e->d_w, *shared = e->d_shared, *shared_w = e->d_shared_w;
     float *o = malloc(n * sizeof *o);
     if (!o)
         return -1;
@@ -196,7 +195,16 @@ static int m_expert_sum(bg_gpu *g, float *x, float *xn, const float *slot, const
             x[t * n + j] += o[j];
     }
     free(o);
-    return norm_w ? m_rmsnorm(g, xn, n, x, n, norm_w, n, n_tok, eps, xq) : 0;
+    return e->d_norm_w ? m_rmsnorm(g, xn, n, x, n, e->d_norm_w, n, n_tok, e->eps, e->d_xq) : 0;
+}
+
+static int m_matmul_add_rmsnorm(bg_gpu *g, const bg_gpu_proj *p, uint64_t n_in, const float *a,
+                                size_t as, const uint8_t *aq, uint32_t n_tok, float *x,
+                                float *xn, const float *norm_w, float eps, uint8_t *xq)
+{
+    (void)aq;
+    return m_matmul(g, p->type, p->d_w, n_in, p->n_out, a, as, p->d_y, p->y_stride, n_tok) ||
+           m_add_rmsnorm(g, x, p->d_y, xn, norm_w, (uint32_t)p->n_out, n_tok, eps, xq);
 }
 
 static uint64_t head_bytes(uint32_t type, uint32_t D)
@@ -436,10 +444,15 @@ static void m_group(const int32_t *chosen, uint32_t n_slots, uint32_t n_expert, 
     offsets[n_expert] = at;
 }
 
-static int m_route(bg_gpu *g, float *router, uint32_t n_tok, uint32_t n_expert, uint32_t K,
-                   int32_t *chosen, float *chosen_w, int32_t *groups)
+static int m_route(bg_gpu *g, const bg_gpu_proj *r, uint64_t n_in, const float *x,
+                   const uint8_t *xq, uint32_t n_tok, uint32_t K, int32_t *chosen,
+                   float *chosen_w, int32_t *groups)
 {
-    (void)g;
+    (void)xq;
+    float *router = r->d_y;
+    const uint32_t n_expert = (uint32_t)r->n_out;
+    if (m_matmul(g, r->type, r->d_w, n_in, n_expert, x, n_in, router, n_expert, n_tok))
+        return -1;
     for (uint32_t t = 0; t < n_tok; t++) {
         float *p = router + t * n_expert;
         bg_softmax(p, n_expert, 1.0f);
@@ -468,7 +481,7 @@ static int m_route(bg_gpu *g, float *router, uint32_t n_tok, uint32_t n_expert, 
 /* Expert by expert over route's grouping, each slot on its own. */
 static int m_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *xn, const uint8_t *xq,
                  const void *wg, const void *wu, const void *wd, const int32_t *groups, float *h,
-                 float *slot_out)
+                 float *slot_out, const bg_gpu_ffn_end *end)
 {
     (void)xq;
     const uint32_t K = a->n_used, E = a->n_embd, F = a->n_ff, n_expert = a->n_expert;
@@ -497,7 +510,7 @@ static int m_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *xn, const uin
         }
     }
     free(up);
-    return 0;
+    return end ? m_expert_sum(g, end, slot_out, end->d_w ? K : 1, E, a->n_tok) : 0;
 }
 
 static int m_graph_begin(bg_gpu *g, uint64_t key, bool *replay)
@@ -521,7 +534,7 @@ static const bg_gpu_api mock = {
     m_init,   m_destroy,   m_error,    m_mem,    m_alloc,       m_copy,        m_copy,
     m_zero,   m_set_scratch, m_sync,   m_supports, m_matmul_coded, m_matmul_multi, m_matmul_swiglu,
     m_rmsnorm,
-    m_add_rmsnorm, m_attention,
+    m_add_rmsnorm, m_matmul_add_rmsnorm, m_attention,
     m_deltanet, m_route,   m_moe,      m_expert_sum, m_silu_mul, m_graph_begin, m_graph_end,
 };
 

@@ -220,12 +220,14 @@ static void expert_sums(void)
     for (int c = 0; c < 4; c++) {
         const bool weighed = c % 2 == 0, with_shared = c < 2, with_norm = c != 1;
         uint64_t mark = used, x = put_random(n * rows, 1.0f), xn = put_random(n * rows, 1.0f);
-        int rc = dev->expert_sum(dg, D(x), D(xn), D(slot), weighed ? D(w) : NULL, K,
-                                 with_shared ? D(shared) : NULL, D(shared_w),
-                                 with_norm ? D(norm_w) : NULL, n, rows, 1e-6f, NULL);
-        mock.expert_sum(rg, R(x), R(xn), R(slot), weighed ? R(w) : NULL, K,
-                        with_shared ? R(shared) : NULL, R(shared_w), with_norm ? R(norm_w) : NULL,
-                        n, rows, 1e-6f, NULL);
+        const bg_gpu_ffn_end de = {D(x), D(xn), weighed ? D(w) : NULL,
+                                   with_shared ? D(shared) : NULL, D(shared_w),
+                                   with_norm ? D(norm_w) : NULL, 1e-6f, NULL};
+        const bg_gpu_ffn_end re = {R(x), R(xn), weighed ? R(w) : NULL,
+                                   with_shared ? R(shared) : NULL, R(shared_w),
+                                   with_norm ? R(norm_w) : NULL, 1e-6f, NULL};
+        int rc = dev->expert_sum(dg, &de, D(slot), K, n, rows);
+        mock.expert_sum(rg, &re, R(slot), K, n, rows);
         double ex = rc ? INFINITY : compare_floats(x, n * rows);
         double exn = rc ? INFINITY : compare_floats(xn, n * rows);
         CHECK(ex <= 1e-12 && exn <= 1e-10,
@@ -271,6 +273,39 @@ static void out_projection_on_codes(const char *what, uint64_t x, size_t xs, uin
     CHECK(e <= 1e-5, "%s output coded, then a q4_K product of the codes, %u tokens: NMSE %.3g%s%s",
           what, n_tok, e, rc ? ": " : "", rc ? dev->error(dg) : "");
     used = mark;
+}
+
+/* A mixer's end: its out projection, the residual and the experts' norm
+ * (coded), for a decode step's few tokens (one launch, its last block
+ * finishing, when the counters are set) and for more; the codes checked
+ * by a product of them. */
+static void mixer_ends(void)
+{
+    static const uint32_t types[] = {BG_TYPE_Q4_K, BG_TYPE_Q8_0, BG_TYPE_F32};
+    static const uint32_t toks[] = {1, 4, 5, 9};
+    const uint64_t n_in = 512, n = 256;
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        for (size_t k = 0; k < sizeof toks / sizeof *toks; k++) {
+            const uint32_t n_tok = toks[k];
+            uint64_t mark = used, w = put_weights(types[i], n_in, n, 0.05f);
+            uint64_t a = put_random(n_tok * (n_in + 8), 1.0f), y = put_zeros(n_tok * n);
+            uint64_t x = put_random(n_tok * n, 1.0f), xn = put_zeros(n_tok * n);
+            uint64_t nw = put_random(n, 1.0f), xq = take(n_tok * BG_GPU_ACT_CODE_BYTES(n));
+            const bg_gpu_proj dp = {types[i], D(w), n, D(y), n}, rp = {types[i], R(w), n, R(y), n};
+            int rc = dev->matmul_add_rmsnorm(dg, &dp, n_in, D(a), n_in + 8, NULL, n_tok, D(x),
+                                             D(xn), D(nw), 1e-6f, D(xq));
+            mock.matmul_add_rmsnorm(rg, &rp, n_in, R(a), n_in + 8, NULL, n_tok, R(x), R(xn),
+                                    R(nw), 1e-6f, NULL);
+            const double ey = rc ? INFINITY : compare_floats(y, n_tok * n);
+            const double ex = rc ? INFINITY : compare_floats(x, n_tok * n);
+            const double exn = rc ? INFINITY : compare_floats(xn, n_tok * n);
+            CHECK(ey <= 1e-5 && ex <= 1e-5 && exn <= 1e-5,
+                  "matmul_add_rmsnorm %s, %u tokens: NMSE y %.3g, x %.3g, xn %.3g%s%s",
+                  brigade_type_name(types[i]), n_tok, ey, ex, exn, rc ? ": " : "",
+                  rc ? dev->error(dg) : "");
+            out_projection_on_codes("matmul_add_rmsnorm", xn, n, xq, n, n_tok, rc);
+            used = mark;
+        }
 }
 
 /* Attention over H heads of Dh (Hkv of them for K and V) with caches of
@@ -535,7 +570,17 @@ static void moes(void)
             uint64_t wu = put_weights(a.type_up, a.n_embd, (uint64_t)a.n_ff * a.n_expert, 0.06f);
             uint64_t wd = put_weights(a.type_down, a.n_ff, (uint64_t)a.n_embd * a.n_expert, 0.08f);
             uint64_t xn = put_random(n_tok * a.n_embd, 1.0f);
-            uint64_t router = put_random(n_tok * a.n_expert, 3.0f);
+            /* the router's rows pick one input each (times 3), so its
+             * logits are exact in any summation order */
+            uint64_t rx = put_random(n_tok * a.n_embd, 1.0f);
+            uint64_t router = put_zeros(n_tok * a.n_expert);
+            float *rw = calloc((size_t)a.n_expert * a.n_embd, sizeof *rw);
+            for (uint32_t e = 0; e < a.n_expert; e++)
+                rw[(size_t)e * a.n_embd + (e * 37) % a.n_embd] = 3.0f;
+            uint64_t rwo = put(rw, (uint64_t)a.n_expert * a.n_embd * 4);
+            free(rw);
+            const bg_gpu_proj drp = {BG_TYPE_F32, D(rwo), a.n_expert, D(router), a.n_expert};
+            const bg_gpu_proj rrp = {BG_TYPE_F32, R(rwo), a.n_expert, R(router), a.n_expert};
             uint64_t chosen = take(slots * 4), cw = take(slots * 4);
             uint64_t groups = take(BG_GPU_MOE_GROUP_INTS(slots, a.n_expert) * 4);
             /* the shared expert joins the routed ones on every other count */
@@ -556,9 +601,10 @@ static void moes(void)
                 mock.rmsnorm(rg, R(xn), a.n_embd, R(xn), a.n_embd, NULL, a.n_embd, n_tok, 1e-6f,
                              NULL);
             }
-            int rc = dev->route(dg, D(router), n_tok, a.n_expert, a.n_used, D(chosen), D(cw),
-                                D(groups));
-            mock.route(rg, R(router), n_tok, a.n_expert, a.n_used, R(chosen), R(cw), R(groups));
+            int rc = dev->route(dg, &drp, a.n_embd, D(rx), NULL, n_tok, a.n_used, D(chosen),
+                                D(cw), D(groups));
+            mock.route(rg, &rrp, a.n_embd, R(rx), NULL, n_tok, a.n_used, R(chosen), R(cw),
+                       R(groups));
             const uint64_t n_group_ints = BG_GPU_MOE_GROUP_INTS(slots, a.n_expert);
             int32_t *dch = malloc(slots * 4), *dgr = malloc(n_group_ints * 4);
             rc = rc ? rc : dev->download(dg, dch, D(chosen), slots * 4);
@@ -573,22 +619,41 @@ static void moes(void)
             free(dgr);
             double e = rc ? INFINITY : compare_floats(cw, slots);
             CHECK(e <= 1e-10, "routing, %u tokens: expert weights NMSE %.3g", n_tok, e);
-            /* the products on the same choice */
+            /* the products on the same choice and weights */
             dev->upload(dg, D(groups), R(groups), n_group_ints * 4);
+            dev->upload(dg, D(cw), R(cw), slots * 4);
             bg_gpu_moe_args da = a, ra = a;
             if (shared) {
                 da.d_gate_shexp = D(sg), da.d_up_shexp = D(su), da.d_down_shexp = D(sd);
                 ra.d_gate_shexp = R(sg), ra.d_up_shexp = R(su), ra.d_down_shexp = R(sd);
             }
+            /* then the half's end, on every case but the first type's:
+             * the joined shared expert's slots, or rows of its own; xn
+             * is read by the shared gate, then normed anew (coded) */
+            const bool ends = i > 0;
+            const uint64_t E = a.n_embd, n_rows = (uint64_t)n_tok * E;
+            uint64_t x = put_random(n_rows, 1.0f), apart = put_random(n_rows, 1.0f);
+            uint64_t shw = put_random(E, 0.1f), nw = put_random(E, 1.0f);
+            uint64_t xq2 = take(n_tok * BG_GPU_ACT_CODE_BYTES(E));
+            const bg_gpu_ffn_end de = {D(x), D(xn), D(cw), shared ? (float *)D(so) + slots * E : D(apart),
+                                       D(shw), D(nw), 1e-6f, D(xq2)};
+            const bg_gpu_ffn_end re = {R(x), R(xn), R(cw), shared ? (float *)R(so) + slots * E : R(apart),
+                                       R(shw), R(nw), 1e-6f, NULL};
             rc = dev->moe(dg, &da, D(xn), coded ? D(xq) : NULL, D(wg), D(wu), D(wd), D(groups),
-                          D(h), D(so));
-            mock.moe(rg, &ra, R(xn), NULL, R(wg), R(wu), R(wd), R(groups), R(h), R(so));
+                          D(h), D(so), ends ? &de : NULL);
+            mock.moe(rg, &ra, R(xn), NULL, R(wg), R(wu), R(wd), R(groups), R(h), R(so),
+                     ends ? &re : NULL);
             e = rc ? INFINITY : compare_floats(so, (uint64_t)all * a.n_embd);
-            CHECK(e <= 1e-5, "moe %s/%s/%s%s%s, %u tokens: NMSE %.3g%s%s",
+            const double ex = rc || !ends ? 0 : compare_floats(x, n_rows);
+            const double exn = rc || !ends ? 0 : compare_floats(xn, n_rows);
+            CHECK(e <= 1e-5 && ex <= 1e-5 && exn <= 1e-5,
+                  "moe %s/%s/%s%s%s%s, %u tokens: NMSE %.3g, x %.3g, xn %.3g%s%s",
                   brigade_type_name(a.type_gate), brigade_type_name(a.type_up),
                   brigade_type_name(a.type_down), shared ? " with the shared expert" : "",
-                  coded ? " (coded by the norm)" : "", n_tok, e, rc ? ": " : "",
-                  rc ? dev->error(dg) : "");
+                  coded ? " (coded by the norm)" : "", ends ? ", then the end" : "", n_tok, e,
+                  ex, exn, rc ? ": " : "", rc ? dev->error(dg) : "");
+            if (ends)
+                out_projection_on_codes("moe's end", xn, E, xq2, E, n_tok, rc);
             used = mark;
         }
 }
@@ -628,6 +693,7 @@ int main(void)
     multis();
     moes();
     small_ops();
+    mixer_ends();
     attentions();
     attention_long();
     deltanets();

@@ -31,7 +31,7 @@
  * CPU and the logits would differ. Copies in or out of the device while
  * capturing are errors, as they would break a real capture. */
 enum { OP_MATMUL, OP_RMSNORM, OP_SILU_MUL, OP_EXPERT_SUM, OP_ATTN, OP_DN, OP_ROUTE,
-       OP_MOE, OP_MATMUL_SWIGLU, OP_ADD_RMSNORM, OP_MATMUL_MULTI };
+       OP_MOE, OP_MATMUL_SWIGLU, OP_ADD_RMSNORM, OP_MATMUL_MULTI, OP_MATMUL_ADD_RMSNORM };
 typedef struct rec {
     int op;
     uint32_t type, n, rows;
@@ -43,6 +43,8 @@ typedef struct rec {
     bg_gpu_deltanet_args dn;
     bg_gpu_moe_args moe;
     bg_gpu_proj proj[BG_GPU_MAX_PROJ];
+    bg_gpu_ffn_end end;
+    bool has_end;
 } rec;
 
 enum { MAX_RECS = 4096, MAX_KEYS = 32 };
@@ -115,16 +117,23 @@ static int g_silu_mul(bg_gpu *g, float *gate, const float *up, uint32_t n, size_
     return record(&(rec){.op = OP_SILU_MUL, .n = n, .s1 = stride, .rows = rows,
                          .p = {gate, (void *)up}});
 }
-static int g_expert_sum(bg_gpu *g, float *x, float *xn, const float *slot, const float *w,
-                        uint32_t k, const float *shared, const float *shared_w,
-                        const float *norm_w, uint32_t n, uint32_t n_tok, float eps,
-                        uint8_t *xq)
+static int g_matmul_add_rmsnorm(bg_gpu *g, const bg_gpu_proj *pr, uint64_t n_in, const float *a,
+                                size_t as, const uint8_t *aq, uint32_t n_tok, float *x,
+                                float *xn, const float *norm_w, float eps, uint8_t *xq)
 {
     if (capturing < 0)
-        return m_expert_sum(g, x, xn, slot, w, k, shared, shared_w, norm_w, n, n_tok, eps, xq);
-    return record(&(rec){.op = OP_EXPERT_SUM, .n = n, .rows = n_tok, .len = k, .eps = eps,
-                         .p = {x, xn, (void *)slot, (void *)w, (void *)shared, (void *)shared_w,
-                               (void *)norm_w, xq}});
+        return m_matmul_add_rmsnorm(g, pr, n_in, a, as, aq, n_tok, x, xn, norm_w, eps, xq);
+    return record(&(rec){.op = OP_MATMUL_ADD_RMSNORM, .n_in = n_in, .s1 = as, .n = n_tok,
+                         .eps = eps, .proj = {*pr},
+                         .p = {(void *)a, (void *)aq, x, xn, (void *)norm_w, xq}});
+}
+static int g_expert_sum(bg_gpu *g, const bg_gpu_ffn_end *e, const float *slot, uint32_t k,
+                        uint32_t n, uint32_t n_tok)
+{
+    if (capturing < 0)
+        return m_expert_sum(g, e, slot, k, n, n_tok);
+    return record(&(rec){.op = OP_EXPERT_SUM, .n = n, .rows = n_tok, .len = k, .end = *e,
+                         .p = {(void *)slot}});
 }
 static int g_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *q, float *kv, float *gate,
                        float *attn, const float *qn, const float *kn, uint8_t *kc, uint8_t *vc,
@@ -149,21 +158,23 @@ static int g_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float *qkv, cons
                          .p = {qkv, (void *)z, heads, (void *)dt, (void *)A, (void *)cw,
                                (void *)nw, conv, ssm, attn, (void *)ts}});
 }
-static int g_route(bg_gpu *g, float *router, uint32_t n_tok, uint32_t n_expert, uint32_t k,
-                   int32_t *chosen, float *cw, int32_t *groups)
+static int g_route(bg_gpu *g, const bg_gpu_proj *router, uint64_t n_in, const float *x,
+                   const uint8_t *xq, uint32_t n_tok, uint32_t k, int32_t *chosen, float *cw,
+                   int32_t *groups)
 {
     if (capturing < 0)
-        return m_route(g, router, n_tok, n_expert, k, chosen, cw, groups);
-    return record(&(rec){.op = OP_ROUTE, .n = n_tok, .n_in = n_expert, .n_out = k,
-                         .p = {router, chosen, cw, groups}});
+        return m_route(g, router, n_in, x, xq, n_tok, k, chosen, cw, groups);
+    return record(&(rec){.op = OP_ROUTE, .n = n_tok, .n_in = n_in, .n_out = k,
+                         .proj = {*router}, .p = {(void *)x, (void *)xq, chosen, cw, groups}});
 }
 static int g_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *xn, const uint8_t *xq,
                  const void *wg, const void *wu, const void *wd, const int32_t *groups, float *h,
-                 float *so)
+                 float *so, const bg_gpu_ffn_end *end)
 {
     if (capturing < 0)
-        return m_moe(g, a, xn, xq, wg, wu, wd, groups, h, so);
-    return record(&(rec){.op = OP_MOE, .moe = *a,
+        return m_moe(g, a, xn, xq, wg, wu, wd, groups, h, so, end);
+    return record(&(rec){.op = OP_MOE, .moe = *a, .end = end ? *end : (bg_gpu_ffn_end){0},
+                         .has_end = end != NULL,
                          .p = {(void *)xn, (void *)xq, (void *)wg, (void *)wu, (void *)wd,
                                (void *)groups, h, so}});
 }
@@ -181,9 +192,10 @@ static void run_recs(bg_gpu *g, int k)
             m_rmsnorm(g, p[0], r->s1, p[1], r->s2, p[2], r->n, r->rows, r->eps, p[3]);
             break;
         case OP_SILU_MUL: m_silu_mul(g, p[0], p[1], r->n, r->s1, r->rows); break;
-        case OP_EXPERT_SUM:
-            m_expert_sum(g, p[0], p[1], p[2], p[3], (uint32_t)r->len, p[4], p[5], p[6], r->n,
-                         r->rows, r->eps, p[7]);
+        case OP_EXPERT_SUM: m_expert_sum(g, &r->end, p[0], (uint32_t)r->len, r->n, r->rows); break;
+        case OP_MATMUL_ADD_RMSNORM:
+            m_matmul_add_rmsnorm(g, &r->proj[0], r->n_in, p[0], r->s1, p[1], r->n, p[2], p[3],
+                                 p[4], r->eps, p[5]);
             break;
         case OP_ATTN:
             m_attention(g, &r->attn, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9],
@@ -204,10 +216,12 @@ static void run_recs(bg_gpu *g, int k)
             m_add_rmsnorm(g, p[0], p[1], p[2], p[3], r->n, r->rows, r->eps, p[4]);
             break;
         case OP_ROUTE:
-            m_route(g, p[0], r->n, (uint32_t)r->n_in, (uint32_t)r->n_out, p[1], p[2], p[3]);
+            m_route(g, &r->proj[0], r->n_in, p[0], p[1], r->n, (uint32_t)r->n_out, p[2], p[3],
+                    p[4]);
             break;
         case OP_MOE:
-            m_moe(g, &r->moe, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]);
+            m_moe(g, &r->moe, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7],
+                  r->has_end ? &r->end : NULL);
             break;
         }
     }
@@ -267,7 +281,8 @@ static const bg_gpu_api mock_graphs = {
     g_init,   m_destroy,  m_error,       m_mem,      m_alloc,    g_copy,        g_copy,
     g_zero,   m_set_scratch, m_sync,  m_supports,    g_matmul,   g_matmul_multi, g_matmul_swiglu,
     g_rmsnorm,
-    g_add_rmsnorm, g_attention, g_deltanet, g_route, g_moe, g_expert_sum, g_silu_mul,
+    g_add_rmsnorm, g_matmul_add_rmsnorm, g_attention, g_deltanet, g_route, g_moe, g_expert_sum,
+    g_silu_mul,
     g_begin,  g_end,
 };
 

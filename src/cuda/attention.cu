@@ -493,7 +493,6 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         return;
     BG_DYNAMIC_SHARED(float, base);
     __shared__ float merge_w[BG_GPU_ATT_SPLITS];
-    __shared__ int last;
     const uint64_t kh = bg_head_bytes(a.type_k, D), vh = bg_head_bytes(a.type_v, D);
     bg_attn_shared sh;
     sh.qs = base, sh.out = base + D, sh.sc = sh.out + D, sh.ms = sh.sc + ATT_CHUNK;
@@ -532,14 +531,8 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
             mine[D] = M;
             mine[D + 1] = S;
         }
-        __threadfence(); // the range's result is visible before it is counted
-        __syncthreads();
-        if (threadIdx.x == 0)
-            last = atomicAdd((int *)split + t * a.n_head + h, 1) == (int)n_split - 1;
-        __syncthreads();
-        if (!last)
+        if (!bg_block_arrives_last((int *)split + t * a.n_head + h, (int)n_split))
             return;
-        __threadfence();
         bg_attn_merge(parts, n_split, D, merge_w, sh.out);
     }
     __syncthreads();
@@ -687,6 +680,35 @@ __global__ void k_dn_conv_l2(float *qkv, size_t q_width, const float *w, float *
     }
 }
 
+// The gated norm per value head of token t, rmsnorm(o) * w * silu(z), a
+// warp per head; then the token's row coded for the out projection (aq
+// set: Hv * S a multiple of 256). The rows were written by other blocks
+// of the caller's launch or an earlier one; none of them read them before.
+__device__ __forceinline__ void bg_block_dn_norm(float *attn, size_t a_width, const float *z,
+                                                 const float *w, uint32_t S, uint32_t Hv,
+                                                 float eps, uint8_t *aq, uint32_t t)
+{
+    const uint32_t lane = threadIdx.x % 32, n_warps = blockDim.x / 32;
+    float *row = attn + (size_t)t * a_width;
+    for (uint32_t h = threadIdx.x / 32; h < Hv; h += n_warps) {
+        float *o = row + (size_t)h * S;
+        const float *zz = z + (size_t)t * a_width + (size_t)h * S;
+        const float scale = 1.0f / sqrtf(bg_warp_mean_sq(o, S) + eps);
+        for (uint32_t j = lane; j < S; j += 32)
+            o[j] = ((o[j] * scale) * w[j]) * bg_silu(zz[j]);
+    }
+    bg_block_code_after(row, Hv * S, aq, t);
+}
+
+// The gated norm's operands, and a counter when the state's last block
+// runs it (a decode step), else NULL.
+struct bg_dn_norm {
+    const float *z, *w;
+    float eps;
+    uint8_t *aq;
+    int *counter;
+};
+
 // The delta rule, block (h, y) owning state rows [y*DN_ROWS, y*DN_ROWS +
 // DN_ROWS) of value head h, DN_RPW rows per warp:
 //   M = M * exp(g);  M += beta (v - M k) k^T;  o = M q / sqrt(S)
@@ -695,8 +717,10 @@ __global__ void k_dn_conv_l2(float *qkv, size_t q_width, const float *w, float *
 // (loaded when a sequence's token comes, stored when another sequence's
 // follows) and the state crosses memory once per launch, not per token.
 // The block stages DN_CHUNK tokens' k, q, its v entries and gates in
-// shared memory at a time.
+// shared memory at a time. Given a counter, the last block to finish runs
+// the gated norm of every token.
 enum { DN_WARPS = 4, DN_RPW = 4, DN_ROWS = DN_WARPS * DN_RPW, DN_MAX_PER_LANE = 8, DN_CHUNK = 8 };
+enum { DN_TAIL_TOKENS = 4 }; // the most tokens whose norm the state's last block runs
 
 // A warp's DN_RPW state rows (rows: the first, S floats each) from
 // registers to memory (store) or back; lane l holds elements l, l + 32, ...
@@ -721,7 +745,8 @@ __device__ __forceinline__ void bg_dn_rows_move(float (&m)[DN_RPW][DN_MAX_PER_LA
 __global__ void __launch_bounds__(DN_WARPS * 32)
     k_dn_recur(const float *qkv, size_t q_width, const float *heads, const float *dt,
                const float *a_log, float *ssm, uint64_t ssm_seq, float *attn, size_t a_width,
-               const uint32_t *tok_seq, uint32_t S, uint32_t Hk, uint32_t Hv, uint32_t n_tok)
+               const uint32_t *tok_seq, uint32_t S, uint32_t Hk, uint32_t Hv, uint32_t n_tok,
+               const bg_dn_norm norm)
 {
     BG_KERNEL_ENTRY();
     __shared__ float sk[DN_CHUNK][32 * DN_MAX_PER_LANE], sq[DN_CHUNK][32 * DN_MAX_PER_LANE];
@@ -799,29 +824,25 @@ __global__ void __launch_bounds__(DN_WARPS * 32)
     }
     if (seq != UINT32_MAX)
         bg_dn_rows_move(m, ssm + seq * ssm_seq + ((size_t)h * S + r0) * S, S, true);
+    if (!norm.counter || !bg_block_arrives_last(norm.counter, (int)(gridDim.x * gridDim.y)))
+        return;
+    for (uint32_t t = 0; t < n_tok; t++) {
+        __syncthreads(); // the previous token's coding is done with its row
+        bg_block_dn_norm(attn, a_width, norm.z, norm.w, S, Hv, norm.eps, norm.aq, t);
+    }
 }
 
-// The gated norm per value head, rmsnorm(o) * w * silu(z): one block per
-// token, a warp per head; then the token's row coded for the out
-// projection (aq set: Hv * S a multiple of 256).
+// The gated norm, by one block per token: k_dn_norm, or k_dn_recur's last.
 __global__ void k_dn_norm(float *attn, size_t a_width, const float *z, const float *w,
                           uint32_t S, uint32_t Hv, float eps, uint8_t *aq)
 {
     BG_KERNEL_ENTRY();
-    const uint32_t lane = threadIdx.x % 32, n_warps = blockDim.x / 32;
-    float *row = attn + (size_t)blockIdx.x * a_width;
-    for (uint32_t h = threadIdx.x / 32; h < Hv; h += n_warps) {
-        float *o = row + (size_t)h * S;
-        const float *zz = z + (size_t)blockIdx.x * a_width + (size_t)h * S;
-        const float scale = 1.0f / sqrtf(bg_warp_mean_sq(o, S) + eps);
-        for (uint32_t j = lane; j < S; j += 32)
-            o[j] = ((o[j] * scale) * w[j]) * bg_silu(zz[j]);
-    }
-    bg_block_code_after(row, Hv * S, aq);
+    bg_block_dn_norm(attn, a_width, z, w, S, Hv, eps, aq, blockIdx.x);
 }
 
 // Three launches: convolution with the q/k norms, the state (with the
-// gates), the gated output norm. The state's rows spread over S / DN_ROWS
+// gates), the gated output norm; two for a decode step, whose state's
+// last block runs the norm. The state's rows spread over S / DN_ROWS
 // blocks per head, so a decode step has Hv * S / 16 blocks at work.
 extern "C" int bg_cuda_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float *d_qkv,
                                 const float *d_z, float *d_heads, const float *d_dt,
@@ -849,11 +870,15 @@ extern "C" int bg_cuda_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float 
                                                         2 * Hk, a->conv_kernel, a->eps, n);
     if (bg_cuda_launched(g, "DeltaNet convolution"))
         return -1;
+    const bool tail = g->counters && n <= DN_TAIL_TOKENS;
+    const bg_dn_norm norm = {d_z, d_norm_w, a->eps, d_attn_q, tail ? g->counters : NULL};
     BG_LAUNCH(dim3(Hv, S / DN_ROWS), DN_WARPS * 32, 0, g->stream, k_dn_recur)(
         d_qkv, a->q_width, d_heads, d_dt, d_a, d_ssm, a->ssm_seq_floats, d_attn, a->a_width,
-        d_tok_seq, S, Hk, Hv, n);
+        d_tok_seq, S, Hk, Hv, n, norm);
     if (bg_cuda_launched(g, "DeltaNet state"))
         return -1;
+    if (tail)
+        return 0;
     BG_LAUNCH(n, 256, 0, g->stream, k_dn_norm)(d_attn, a->a_width, d_z, d_norm_w, S, Hv, a->eps,
                                                d_attn_q);
     return bg_cuda_launched(g, "DeltaNet norm");

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.cuh"
+#include "rows.cuh"
 
 static int bg_check(bg_gpu *g, cudaError_t e, const char *what)
 {
@@ -159,9 +159,16 @@ static int gpu_zero(bg_gpu *g, void *d_dst, uint64_t bytes)
 
 static int gpu_set_scratch(bg_gpu *g, void *d_scratch, uint64_t bytes)
 {
-    g->scratch = (uint8_t *)d_scratch;
-    g->scratch_bytes = d_scratch ? bytes : 0;
-    return 0;
+    if (!d_scratch || bytes < BG_GPU_COUNTER_BYTES) {
+        snprintf(g->err, sizeof g->err, "scratch of %llu bytes: the counters need %u",
+                 (unsigned long long)bytes, BG_GPU_COUNTER_BYTES);
+        return -1;
+    }
+    g->counters = (int *)d_scratch;
+    g->scratch = (uint8_t *)d_scratch + BG_GPU_COUNTER_BYTES;
+    g->scratch_bytes = bytes - BG_GPU_COUNTER_BYTES;
+    return bg_check(g, cudaMemsetAsync(d_scratch, 0, BG_GPU_COUNTER_BYTES, g->stream),
+                    "clearing the counters");
 }
 
 static int gpu_sync(bg_gpu *g)
@@ -182,28 +189,6 @@ static bool gpu_supports(uint32_t type)
 
 // ------------------------------------------------------------ small ops
 
-// yr = xr / sqrt(mean(xr^2) + eps) * w, as ops.c's bg_rmsnorm, by the
-// block's threads (each reads only the elements it owns before the
-// reduction, so a caller may have written them just before).
-__device__ void bg_block_rmsnorm(float *yr, const float *xr, const float *w, uint32_t n, float eps)
-{
-    __shared__ double red[32];
-    double sum = 0.0;
-    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
-        sum += (double)(xr[i] * xr[i]);
-    sum = bg_warp_sum_d(sum);
-    if (threadIdx.x % 32 == 0)
-        red[threadIdx.x / 32] = sum;
-    __syncthreads();
-    double total = 0.0;
-    for (unsigned k = 0; k < blockDim.x / 32; k++)
-        total += red[k];
-    const float mean = (float)(total / (double)n);
-    const float scale = 1.0f / sqrtf(mean + eps);
-    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
-        yr[i] = w ? (xr[i] * scale) * w[i] : xr[i] * scale;
-}
-
 // One block per row (yq: the rows coded, or NULL).
 __global__ void k_rmsnorm(float *y, size_t ys, const float *x, size_t xs, const float *w,
                           uint32_t n, float eps, uint8_t *yq)
@@ -211,7 +196,7 @@ __global__ void k_rmsnorm(float *y, size_t ys, const float *x, size_t xs, const 
     BG_KERNEL_ENTRY();
     float *yr = y + (size_t)blockIdx.x * ys;
     bg_block_rmsnorm(yr, x + (size_t)blockIdx.x * xs, w, n, eps);
-    bg_block_code_after(yr, n, yq);
+    bg_block_code_after(yr, n, yq, blockIdx.x);
 }
 
 // One block per row: x += y, then xn = rmsnorm(x) * w (xq: coded, or NULL).
@@ -219,16 +204,12 @@ __global__ void k_add_rmsnorm(float *x, const float *y, float *xn, const float *
                               float eps, uint8_t *xq)
 {
     BG_KERNEL_ENTRY();
-    float *xr = x + (size_t)blockIdx.x * n, *xnr = xn + (size_t)blockIdx.x * n;
-    const float *yr = y + (size_t)blockIdx.x * n;
-    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
-        xr[i] += yr[i];
-    bg_block_rmsnorm(xnr, xr, w, n, eps);
-    bg_block_code_after(xnr, n, xq);
+    bg_block_add_rmsnorm(x, y, xn, w, n, eps, xq, blockIdx.x);
 }
 
-static int gpu_add_rmsnorm(bg_gpu *g, float *d_x, const float *d_y, float *d_xn, const float *d_w,
-                           uint32_t n, uint32_t n_rows, float eps, uint8_t *d_xq)
+extern "C" int bg_cuda_add_rmsnorm(bg_gpu *g, float *d_x, const float *d_y, float *d_xn,
+                                   const float *d_w, uint32_t n, uint32_t n_rows, float eps,
+                                   uint8_t *d_xq)
 {
     if (!n_rows)
         return 0;
@@ -272,67 +253,22 @@ extern "C" int bg_cuda_silu_mul(bg_gpu *g, float *d_g, const float *d_u, uint32_
     return bg_cuda_launched(g, "silu");
 }
 
-// expert_sum (gpu.h), one block per token. The shared gate's dot is
-// summed by the block's threads (rounding as any float order: the CPU's is
-// ggml's vec_dot_f32); the sums in rank order, each add rounded as the
-// CPU rounds it. The dot reads all of xn before the barrier that precedes
-// the norm's writes to it.
-__global__ void k_expert_sum(float *x, float *xn, const float *slot, const float *w,
-                             uint32_t n_used, const float *shared, const float *shared_w,
-                             const float *norm_w, uint32_t n, float eps, uint8_t *xq)
+// expert_sum (gpu.h), one block per token.
+__global__ void k_expert_sum(const bg_gpu_ffn_end e, const float *slot, uint32_t n_used,
+                             uint32_t n)
 {
     BG_KERNEL_ENTRY();
-    __shared__ float red[32];
-    __shared__ float gate;
-    const size_t off = (size_t)blockIdx.x * n;
-    if (shared) {
-        float s = 0.0f;
-        for (uint32_t j = threadIdx.x; j < n; j += blockDim.x)
-            s += shared_w[j] * xn[off + j];
-        s = bg_warp_sum(s);
-        if (threadIdx.x % 32 == 0)
-            red[threadIdx.x / 32] = s;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            float total = 0.0f;
-            for (unsigned k = 0; k < blockDim.x / 32; k++)
-                total += red[k];
-            gate = bg_sigmoid(total);
-        }
-        __syncthreads();
-    }
-    const float *ws = w ? w + (size_t)blockIdx.x * n_used : NULL;
-    const float *sr = slot + (size_t)blockIdx.x * (w ? n_used : 1) * n;
-    for (uint32_t j = threadIdx.x; j < n; j += blockDim.x) {
-        float o;
-        if (ws) {
-            o = 0.0f;
-            for (uint32_t k = 0; k < n_used; k++)
-                o = __fadd_rn(o, __fmul_rn(ws[k], sr[(size_t)k * n + j]));
-        } else {
-            o = sr[j];
-        }
-        if (shared)
-            o = __fadd_rn(o, __fmul_rn(gate, shared[off + j]));
-        x[off + j] = __fadd_rn(x[off + j], o);
-    }
-    if (!norm_w)
-        return;
-    bg_block_rmsnorm(xn + off, x + off, norm_w, n, eps);
-    bg_block_code_after(xn + off, n, xq);
+    bg_block_ffn_end(e, slot, n_used, n, blockIdx.x);
 }
 
-static int gpu_expert_sum(bg_gpu *g, float *d_x, float *d_xn, const float *d_slot,
-                          const float *d_w, uint32_t n_used, const float *d_shared,
-                          const float *d_shared_w, const float *d_norm_w, uint32_t n,
-                          uint32_t n_tok, float eps, uint8_t *d_xq)
+extern "C" int bg_cuda_expert_sum(bg_gpu *g, const bg_gpu_ffn_end *e, const float *d_slot,
+                                  uint32_t n_used, uint32_t n, uint32_t n_tok)
 {
     if (!n_tok)
         return 0;
-    if (bg_cuda_codes_ok(g, "expert sum", d_norm_w ? d_xq : NULL, n, d_xn, n))
+    if (bg_cuda_codes_ok(g, "expert sum", e->d_norm_w ? e->d_xq : NULL, n, e->d_xn, n))
         return -1;
-    BG_LAUNCH(n_tok, 256, 0, g->stream, k_expert_sum)(d_x, d_xn, d_slot, d_w, n_used, d_shared,
-                                                      d_shared_w, d_norm_w, n, eps, d_xq);
+    BG_LAUNCH(n_tok, 256, 0, g->stream, k_expert_sum)(*e, d_slot, n_used, n);
     return bg_cuda_launched(g, "expert sum");
 }
 
@@ -386,9 +322,9 @@ static const bg_gpu_api api = {
     gpu_upload,      gpu_download,     gpu_zero,         gpu_set_scratch, gpu_sync,
     gpu_supports,
     bg_cuda_matmul,  bg_cuda_matmul_multi, bg_cuda_matmul_swiglu, gpu_rmsnorm,
-    gpu_add_rmsnorm,
+    bg_cuda_add_rmsnorm, bg_cuda_matmul_add_rmsnorm,
     bg_cuda_attention,
-    bg_cuda_deltanet, bg_cuda_route,   bg_cuda_moe,      gpu_expert_sum,  bg_cuda_silu_mul,
+    bg_cuda_deltanet, bg_cuda_route,   bg_cuda_moe,      bg_cuda_expert_sum, bg_cuda_silu_mul,
     gpu_graph_begin, gpu_graph_end,
 };
 

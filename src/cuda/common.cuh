@@ -96,6 +96,7 @@ struct bg_gpu {
     int device;
     cudaStream_t stream;
     void *arena;
+    int *counters;    // BG_GPU_COUNTER_BYTES (set_scratch)
     uint8_t *scratch; // coded activations (set_scratch)
     uint64_t scratch_bytes;
     bool capturing;
@@ -304,23 +305,45 @@ __device__ __forceinline__ void bg_block_code_span(const float *x, uint32_t n, u
             break; // the whole warp is past the end
         const uint32_t c = first + c0 + threadIdx.x;
         const bool active = c0 + threadIdx.x < count;
-        float v[32], q[32], d;
+        float v[32], d;
         bg_load32(x + (size_t)c * 32, active, v);
-        bg_code_act<ACT_Q8_K>(v, active, q, &d);
+        bg_code_act<ACT_Q8_K>(v, active, v, &d); // in place: fewer registers
         if (active)
-            bg_store_codes(row, n, c, q, d);
+            bg_store_codes(row, n, c, v, d);
     }
 }
 
 // The block's row x of n values (a multiple of 256), written by the
-// block's threads, coded into row blockIdx.x of xq after a barrier; xq
-// NULL: nothing. The whole block calls it.
-__device__ __forceinline__ void bg_block_code_after(const float *x, uint32_t n, uint8_t *xq)
+// block's threads, coded into row r of xq after a barrier; xq NULL:
+// nothing. The whole block calls it.
+__device__ __forceinline__ void bg_block_code_after(const float *x, uint32_t n, uint8_t *xq,
+                                                    uint32_t r)
 {
     if (!xq)
         return;
     __syncthreads();
-    bg_block_code_span(x, n, 0, n / 32, xq + blockIdx.x * bg_code_row_bytes(n));
+    bg_block_code_span(x, n, 0, n / 32, xq + r * bg_code_row_bytes(n));
+}
+
+// Whether the calling block is the last of the n blocks that count
+// themselves on *counter (zero before the first): that block sees every
+// other block's writes made before they counted, and leaves the counter at
+// zero for the next launch. The whole block calls it. A kernel finishes
+// its work this way in its last block instead of in a launch of its own.
+__device__ __forceinline__ bool bg_block_arrives_last(int *counter, int n)
+{
+    __shared__ bool last;
+    __threadfence(); // this block's writes are visible before it is counted
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(counter, 1) == n - 1;
+        if (last)
+            *counter = 0;
+    }
+    __syncthreads();
+    if (last)
+        __threadfence();
+    return last;
 }
 
 // ------------------------------------------------------- block formats
@@ -556,11 +579,20 @@ int bg_cuda_matmul_swiglu(bg_gpu *g, uint32_t type, const void *d_wg, const void
                           float *d_h, size_t h_stride, uint32_t n_tok);
 int bg_cuda_silu_mul(bg_gpu *g, float *d_g, const float *d_u, uint32_t n, size_t stride,
                      uint32_t n_tok);
-int bg_cuda_route(bg_gpu *g, float *d_router, uint32_t n_tok, uint32_t n_expert, uint32_t n_used,
-                  int32_t *d_chosen, float *d_chosen_w, int32_t *d_groups);
+int bg_cuda_add_rmsnorm(bg_gpu *g, float *d_x, const float *d_y, float *d_xn, const float *d_w,
+                        uint32_t n, uint32_t n_rows, float eps, uint8_t *d_xq);
+int bg_cuda_matmul_add_rmsnorm(bg_gpu *g, const bg_gpu_proj *p, uint64_t n_in, const float *d_a,
+                               size_t a_stride, const uint8_t *d_aq, uint32_t n_tok, float *d_x,
+                               float *d_xn, const float *d_norm_w, float eps, uint8_t *d_xq);
+int bg_cuda_route(bg_gpu *g, const bg_gpu_proj *router, uint64_t n_in, const float *d_x,
+                  const uint8_t *d_xq, uint32_t n_tok, uint32_t n_used, int32_t *d_chosen,
+                  float *d_chosen_w, int32_t *d_groups);
 int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_xn, const uint8_t *d_xq,
                 const void *d_gate, const void *d_up, const void *d_down,
-                const int32_t *d_groups, float *d_h, float *d_slot_out);
+                const int32_t *d_groups, float *d_h, float *d_slot_out,
+                const bg_gpu_ffn_end *end);
+int bg_cuda_expert_sum(bg_gpu *g, const bg_gpu_ffn_end *e, const float *d_slot, uint32_t n_used,
+                       uint32_t n, uint32_t n_tok);
 int bg_cuda_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *d_q, float *d_kv,
                       float *d_gate, float *d_attn, const float *d_q_norm, const float *d_k_norm,
                       uint8_t *d_k_cache, uint8_t *d_v_cache, const uint32_t *d_tok_seq,

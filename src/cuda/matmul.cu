@@ -8,7 +8,7 @@
 // the integer path, short rows (512 or 256 wide) take 16 or 8 lanes each,
 // so no lane idles.
 // Not yet run on a GPU (written in a session without one).
-#include "common.cuh"
+#include "rows.cuh"
 
 enum { MM_WARPS = 4, MM_TOK = 8 };
 
@@ -182,11 +182,11 @@ __global__ void k_code_act(const float *x, size_t xs, uint64_t n_in, uint32_t n_
     const bool active = c < n_chunks;
     const uint64_t qs = bg_code_row_bytes(n_in);
     for (uint32_t r = blockIdx.y; r < n_rows; r += gridDim.y) { // the same count in every lane
-        float v[32], q[32], d;
+        float v[32], d;
         bg_load32(x + (size_t)r * xs + c * 32, active, v);
-        bg_code_act<K>(v, active, q, &d);
+        bg_code_act<K>(v, active, v, &d);
         if (active)
-            bg_store_codes(xq + (size_t)r * qs, n_in, c, q, d);
+            bg_store_codes(xq + (size_t)r * qs, n_in, c, v, d);
     }
 }
 
@@ -322,6 +322,181 @@ __device__ __forceinline__ void bg_rows_dot(const uint8_t *const rows[NR], uint6
     bg_acc_lanes_sum<NR, MM_TOK>(acc, nt, 32);
 }
 
+// ---------------------------------------------- the last block's work
+
+// Routing by warps, a token to a warp: the softmax over its n_expert
+// logits (lane l holds experts l, l + 32, ...), then k_used picks of the
+// most probable (the earlier expert wins a tie), renormalized as blocks.c's
+// route_token (the sum in double, rounded once, as ggml's sum_rows, and
+// kept off zero as llama.cpp keeps it).
+enum { ROUTE_PER_LANE = BG_GPU_MAX_EXPERTS / 32 };
+
+// The warp's largest (value, index), the smaller index on ties, in every
+// lane.
+__device__ __forceinline__ void bg_warp_argmax(float *v, int *i)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, *v, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, *i, o);
+        if (ov > *v || (ov == *v && oi < *i))
+            *v = ov, *i = oi;
+    }
+}
+
+__device__ __forceinline__ void bg_warp_route(const float *l, uint32_t n_expert, uint32_t k_used,
+                                              int32_t *chosen, float *chosen_w)
+{
+    const uint32_t lane = threadIdx.x % 32;
+    float p[ROUTE_PER_LANE];
+    float m = -INFINITY;
+#pragma unroll
+    for (uint32_t u = 0; u < ROUTE_PER_LANE; u++) {
+        const uint32_t e = lane + 32 * u;
+        p[u] = e < n_expert ? __ldcg(l + e) : -INFINITY;
+        m = fmaxf(m, p[u]);
+    }
+    m = bg_warp_max(m);
+    double sum = 0.0;
+#pragma unroll
+    for (uint32_t u = 0; u < ROUTE_PER_LANE; u++)
+        if (lane + 32 * u < n_expert) {
+            p[u] = expf(p[u] - m);
+            sum += (double)p[u];
+        }
+    const float inv = (float)(1.0 / bg_warp_sum_d(sum));
+#pragma unroll
+    for (uint32_t u = 0; u < ROUTE_PER_LANE; u++)
+        if (lane + 32 * u < n_expert)
+            p[u] *= inv;
+    double total = 0.0; // the same in every lane
+    for (uint32_t k = 0; k < k_used; k++) {
+        float v = -INFINITY;
+        int best = INT_MAX;
+#pragma unroll
+        for (uint32_t u = 0; u < ROUTE_PER_LANE; u++)
+            if (p[u] > v) // ascending experts: the earlier keeps a tie
+                v = p[u], best = (int)(lane + 32 * u);
+        bg_warp_argmax(&v, &best);
+        if (best == INT_MAX)
+            best = 0, v = 0.0f; // NaN logits: a valid expert all the same
+#pragma unroll
+        for (uint32_t u = 0; u < ROUTE_PER_LANE; u++)
+            if ((int)(lane + 32 * u) == best)
+                p[u] = -INFINITY;
+        if (lane == 0)
+            chosen[k] = best, chosen_w[k] = v;
+        total += (double)v;
+    }
+    if (lane == 0) {
+        const float div = fmaxf((float)total, 6.103515625e-5f);
+        for (uint32_t k = 0; k < k_used; k++)
+            chosen_w[k] = chosen_w[k] / div;
+    }
+}
+
+// The slots grouped by expert (the layout of BG_GPU_MOE_GROUP_INTS), by one
+// block: it counts each expert's slots, lists the experts chosen, and
+// files every slot under its expert. The order of the slots inside a group
+// is not fixed, and need not be: each slot's dot products are its own.
+// cursor: n_expert ints of shared memory. The block's writes of chosen are
+// visible (after a barrier).
+__device__ __forceinline__ void bg_block_group(const int32_t *chosen, uint32_t n_slots,
+                                               uint32_t n_expert, int32_t *groups,
+                                               int32_t *cursor)
+{
+    int32_t *offsets = groups, *n_active = groups + n_expert + 1, *active = n_active + 1;
+    int32_t *sorted = active + n_expert;
+    for (uint32_t e = threadIdx.x; e < n_expert; e += blockDim.x)
+        cursor[e] = 0;
+    __syncthreads();
+    for (uint32_t s = threadIdx.x; s < n_slots; s += blockDim.x)
+        atomicAdd(&cursor[chosen[s]], 1);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int32_t at = 0, n = 0;
+        for (uint32_t e = 0; e < n_expert; e++) {
+            const int32_t count = cursor[e];
+            offsets[e] = at;
+            cursor[e] = at;
+            if (count)
+                active[n++] = (int32_t)e;
+            at += count;
+        }
+        offsets[n_expert] = at;
+        *n_active = n;
+    }
+    __syncthreads();
+    for (uint32_t s = threadIdx.x; s < n_slots; s += blockDim.x)
+        sorted[atomicAdd(&cursor[chosen[s]], 1)] = (int32_t)s;
+}
+
+// Tokens [t0, t_end) routed over their logits (rows of n_expert), a warp
+// each, and, when groups is set, the slots of all n_tok tokens grouped
+// by this block (cursor: n_expert ints of shared memory).
+__device__ __forceinline__ void bg_block_route(const float *logits, uint32_t t0, uint32_t t_end,
+                                               uint32_t n_tok, uint32_t n_expert,
+                                               uint32_t k_used, int32_t *chosen, float *chosen_w,
+                                               int32_t *groups, int32_t *cursor)
+{
+    for (uint32_t t = t0 + threadIdx.x / 32; t < t_end; t += blockDim.x / 32)
+        bg_warp_route(logits + (size_t)t * n_expert, n_expert, k_used, chosen + t * k_used,
+                      chosen_w + t * k_used);
+    if (!groups)
+        return;
+    __syncthreads();
+    bg_block_group(chosen, n_tok * k_used, n_expert, groups, cursor);
+}
+
+// What a product's last block does once every block has written its rows,
+// for a decode step's few tokens (at most TAIL_TOKENS; more take launches
+// of their own, where every block has a share of the work): nothing, the
+// residual and the next norm after a mixer's out projection, the routing
+// after the router's product, or the end of the feed-forward half after
+// the experts' down rows. Each saves a launch per layer.
+enum { TAIL_NONE, TAIL_ADD_RMSNORM, TAIL_ROUTE, TAIL_FFN_END };
+enum { TAIL_TOKENS = 4 };
+
+struct bg_tail {
+    int kind;
+    int *counter;       // the backend's (set_scratch)
+    uint32_t n_tok, n;  // tokens; the width of the product's rows
+    uint32_t n_used;    // the sum's rows per token; routing: the experts chosen
+    const float *y;     // the product's rows
+    bg_gpu_ffn_end end; // x, xn, the norm and its codes (and the sum's weights and shared rows)
+    int32_t *chosen, *groups;
+    float *chosen_w;
+};
+
+// The dynamic shared memory a tail needs.
+static size_t bg_tail_shared_bytes(const bg_tail &t)
+{
+    return t.kind == TAIL_ROUTE && t.groups ? (size_t)t.n * sizeof(int32_t) : 0;
+}
+
+// Called by every thread of every block, last. TAIL is the kernel's, so
+// kernels without one carry none of its code or registers.
+template <int TAIL> __device__ __forceinline__ void bg_tail_finish(const bg_tail &t)
+{
+    if constexpr (TAIL != TAIL_NONE) {
+        if (!bg_block_arrives_last(t.counter, (int)(gridDim.x * gridDim.y * gridDim.z)))
+            return;
+        if constexpr (TAIL == TAIL_ROUTE) {
+            BG_DYNAMIC_SHARED(int32_t, cursor);
+            bg_block_route(t.y, 0, t.n_tok, t.n_tok, t.n, t.n_used, t.chosen, t.chosen_w,
+                           t.groups, cursor);
+        } else {
+            for (uint32_t r = 0; r < t.n_tok; r++) {
+                __syncthreads(); // the previous row's shared sums are read
+                if constexpr (TAIL == TAIL_ADD_RMSNORM)
+                    bg_block_add_rmsnorm(t.end.d_x, t.y, t.end.d_xn, t.end.d_norm_w, t.n,
+                                         t.end.eps, t.end.d_xq, r);
+                else
+                    bg_block_ffn_end(t.end, t.y, t.n_used, t.n, r);
+            }
+        }
+    }
+}
+
 // Row o of W against every token, TOK at a time (NR = 1: y = W x), or
 // rows o of Wg (w0) and Wu (w1) together (NR = 2: y = silu(Wg x) * Wu x).
 // INT: the integer path over the tokens' coded activations xq (`lanes`
@@ -360,16 +535,33 @@ __device__ __forceinline__ void bg_matmul_row(const uint8_t *w0, const uint8_t *
     }
 }
 
-template <int T, int NR, int TOK, bool INT>
-__global__ void __launch_bounds__(MM_WARPS * 32)
-    k_matmul(const uint8_t *w0, const uint8_t *w1, uint64_t n_in, uint64_t n_out, const float *x,
-             size_t xs, const uint8_t *xq, float *y, size_t ys, uint32_t n_tok, int lanes)
+// A product's operands (k_matmul).
+struct bg_mm {
+    const uint8_t *w0, *w1;
+    uint64_t n_in, n_out;
+    const float *x;
+    size_t xs;
+    const uint8_t *xq;
+    float *y;
+    size_t ys;
+    uint32_t n_tok;
+    int lanes;
+};
+
+// With a tail, more registers than the loop's alone: the products that
+// take one (a mixer's out projection, the router) are a decode step's
+// 512 blocks or fewer, all on the device at once anyway.
+template <int T, int NR, int TOK, bool INT, int TAIL>
+__global__ void __launch_bounds__(MM_WARPS * 32) k_matmul(const bg_mm m, const bg_tail tail)
 {
     BG_KERNEL_ENTRY();
     uint64_t o;
     bool valid;
-    if (bg_warp_rows((uint64_t)blockIdx.x * MM_WARPS + threadIdx.x / 32, n_out, lanes, &o, &valid))
-        bg_matmul_row<T, NR, TOK, INT>(w0, w1, o, valid, lanes, n_in, x, xs, xq, y, ys, n_tok);
+    if (bg_warp_rows((uint64_t)blockIdx.x * MM_WARPS + threadIdx.x / 32, m.n_out, m.lanes, &o,
+                     &valid))
+        bg_matmul_row<T, NR, TOK, INT>(m.w0, m.w1, o, valid, m.lanes, m.n_in, m.x, m.xs, m.xq,
+                                       m.y, m.ys, m.n_tok);
+    bg_tail_finish<TAIL>(tail);
 }
 
 // Whether products with weights of this type code their activations for
@@ -428,34 +620,63 @@ static dim3 mm_grid(uint64_t n_out, uint32_t n_tok, int lanes)
     return dim3(row_blocks(n_out, lanes), groups > 65535 ? 65535 : groups);
 }
 
-// Launches k_matmul for weights of type T: the integer path when x is
-// coded (one token alone, as in a decode step, takes the one-token
-// kernel), else the float path.
-template <int T, int NR>
-static void launch_matmul(bg_gpu *g, dim3 grid, const uint8_t *w0, const uint8_t *w1,
-                          uint64_t n_in, uint64_t n_out, const float *x, size_t xs,
-                          const uint8_t *xq, float *y, size_t ys, uint32_t n_tok, int lanes)
+template <int T, int NR, int TOK, bool INT, int TAIL>
+static void launch_k_matmul(bg_gpu *g, dim3 grid, const bg_mm &m, const bg_tail &tail)
 {
-    if constexpr (bg_int_path<T>::on) {
-        if (xq) {
-            if (n_tok == 1)
-                BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul<T, NR, 1, true>)(
-                    w0, w1, n_in, n_out, x, xs, xq, y, ys, n_tok, lanes);
-            else
-                BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul<T, NR, MM_TOK, true>)(
-                    w0, w1, n_in, n_out, x, xs, xq, y, ys, n_tok, lanes);
-            return;
-        }
-    }
-    BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul<T, NR, MM_TOK, false>)(
-        w0, w1, n_in, n_out, x, xs, xq, y, ys, n_tok, lanes);
+    BG_LAUNCH(grid, MM_WARPS * 32, bg_tail_shared_bytes(tail), g->stream,
+              k_matmul<T, NR, TOK, INT, TAIL>)(m, tail);
 }
 
-// y = W x (w1 NULL), or y = silu(W x) * W1 x; xq_pre: x coded, or NULL.
+// Launches k_matmul for weights of type T: the integer path when x is
+// coded (one token alone, as in a decode step, takes the one-token
+// kernel), else the float path. The tail goes along with the integer
+// path's single products (a residual) and with an f32 router's (the
+// routing), where decode steps meet them; true when it did.
+template <int T, int NR>
+static bool launch_matmul(bg_gpu *g, dim3 grid, const bg_mm &m, const bg_tail &tail)
+{
+    if constexpr (bg_int_path<T>::on) {
+        if (m.xq) {
+            if constexpr (NR == 1)
+                if (tail.kind == TAIL_ADD_RMSNORM) {
+                    if (m.n_tok == 1)
+                        launch_k_matmul<T, 1, 1, true, TAIL_ADD_RMSNORM>(g, grid, m, tail);
+                    else
+                        launch_k_matmul<T, 1, MM_TOK, true, TAIL_ADD_RMSNORM>(g, grid, m, tail);
+                    return true;
+                }
+            if (m.n_tok == 1)
+                launch_k_matmul<T, NR, 1, true, TAIL_NONE>(g, grid, m, tail);
+            else
+                launch_k_matmul<T, NR, MM_TOK, true, TAIL_NONE>(g, grid, m, tail);
+            return false;
+        }
+    }
+    if constexpr (NR == 1 && T == T_F32)
+        if (tail.kind == TAIL_ROUTE) {
+            launch_k_matmul<T, 1, MM_TOK, false, TAIL_ROUTE>(g, grid, m, tail);
+            return true;
+        }
+    launch_k_matmul<T, NR, MM_TOK, false, TAIL_NONE>(g, grid, m, tail);
+    return false;
+}
+
+// Whether a product's last block may finish the work that follows it.
+static bool tails_on(const bg_gpu *g, uint32_t n_tok)
+{
+    return g->counters && n_tok <= TAIL_TOKENS;
+}
+
+// y = W x (w1 NULL), or y = silu(W x) * W1 x; xq_pre: x coded, or NULL;
+// then the tail's work where it goes along (*tail_done set; tail NULL:
+// none).
 static int matmul(bg_gpu *g, uint32_t type, const void *w0, const void *w1, uint64_t n_in,
                   uint64_t n_out, const float *x, size_t xs, const uint8_t *xq_pre, float *y,
-                  size_t ys, uint32_t n_tok)
+                  size_t ys, uint32_t n_tok, const bg_tail *tail_or_null, bool *tail_done)
 {
+    const bg_tail tail = tail_or_null ? *tail_or_null : bg_tail{};
+    if (tail_done)
+        *tail_done = false;
     if (n_in % 32 || xs % 4 || (uintptr_t)x % 16) {
         snprintf(g->err, sizeof g->err, "matmul: rows of %llu (stride %zu) not handled",
                  (unsigned long long)n_in, xs);
@@ -469,13 +690,15 @@ static int matmul(bg_gpu *g, uint32_t type, const void *w0, const void *w1, uint
         return rc;
     const int lanes = row_lanes(xq != NULL, n_in);
     const dim3 grid = mm_grid(n_out, n_tok, lanes);
-    const uint8_t *p0 = (const uint8_t *)w0, *p1 = w1 ? (const uint8_t *)w1 : p0;
-    bool ok;
-#define MM(T)                                                                                \
-    (w1 ? launch_matmul<T, 2>(g, grid, p0, p1, n_in, n_out, x, xs, xq, y, ys, n_tok, lanes)   \
-        : launch_matmul<T, 1>(g, grid, p0, p1, n_in, n_out, x, xs, xq, y, ys, n_tok, lanes))
+    const uint8_t *p0 = (const uint8_t *)w0;
+    const bg_mm m = {p0, w1 ? (const uint8_t *)w1 : p0, n_in, n_out, x, xs, xq, y, ys, n_tok,
+                     lanes};
+    bool ok, done;
+#define MM(T) (done = w1 ? launch_matmul<T, 2>(g, grid, m, tail) : launch_matmul<T, 1>(g, grid, m, tail))
     BG_DISPATCH(type, ok, MM);
 #undef MM
+    if (tail_done)
+        *tail_done = ok && done;
     if (!ok) {
         snprintf(g->err, sizeof g->err, "matmul: tensor type %u has no CUDA kernel", type);
         return -1;
@@ -547,7 +770,7 @@ extern "C" int bg_cuda_matmul_multi(bg_gpu *g, const bg_gpu_proj *proj, uint32_t
     if (!xq) { // one product after another
         for (uint32_t k = 0; k < n_proj; k++)
             if (matmul(g, proj[k].type, proj[k].d_w, NULL, n_in, proj[k].n_out, d_x, x_stride,
-                       d_xq, proj[k].d_y, proj[k].y_stride, n_tok))
+                       d_xq, proj[k].d_y, proj[k].y_stride, n_tok, NULL, NULL))
                 return -1;
         return 0;
     }
@@ -578,72 +801,57 @@ extern "C" int bg_cuda_matmul(bg_gpu *g, uint32_t type, const void *d_w, uint64_
                               uint64_t n_out, const float *d_x, size_t x_stride,
                               const uint8_t *d_xq, float *d_y, size_t y_stride, uint32_t n_tok)
 {
-    return matmul(g, type, d_w, NULL, n_in, n_out, d_x, x_stride, d_xq, d_y, y_stride, n_tok);
+    return matmul(g, type, d_w, NULL, n_in, n_out, d_x, x_stride, d_xq, d_y, y_stride, n_tok,
+                  NULL, NULL);
+}
+
+extern "C" int bg_cuda_matmul_add_rmsnorm(bg_gpu *g, const bg_gpu_proj *p, uint64_t n_in,
+                                          const float *d_a, size_t a_stride, const uint8_t *d_aq,
+                                          uint32_t n_tok, float *d_x, float *d_xn,
+                                          const float *d_norm_w, float eps, uint8_t *d_xq)
+{
+    const uint32_t n = (uint32_t)p->n_out;
+    if (p->y_stride != p->n_out) {
+        snprintf(g->err, sizeof g->err, "matmul and add: rows of %u at a stride of %zu", n,
+                 p->y_stride);
+        return -1;
+    }
+    if (bg_cuda_codes_ok(g, "add and rmsnorm", d_xq, n, d_xn, n))
+        return -1;
+    bg_tail t = {};
+    t.kind = TAIL_ADD_RMSNORM, t.counter = g->counters, t.n_tok = n_tok, t.n = n, t.y = p->d_y;
+    t.end.d_x = d_x, t.end.d_xn = d_xn, t.end.d_norm_w = d_norm_w, t.end.eps = eps;
+    t.end.d_xq = d_xq;
+    bool done;
+    if (matmul(g, p->type, p->d_w, NULL, n_in, n, d_a, a_stride, d_aq, p->d_y, n, n_tok,
+               tails_on(g, n_tok) ? &t : NULL, &done))
+        return -1;
+    return done ? 0 : bg_cuda_add_rmsnorm(g, d_x, p->d_y, d_xn, d_norm_w, n, n_tok, eps, d_xq);
 }
 
 extern "C" int bg_cuda_matmul_swiglu(bg_gpu *g, uint32_t type, const void *d_wg, const void *d_wu,
                                      uint64_t n_in, uint64_t n_out, const float *d_x,
                                      size_t x_stride, float *d_h, size_t h_stride, uint32_t n_tok)
 {
-    return matmul(g, type, d_wg, d_wu, n_in, n_out, d_x, x_stride, NULL, d_h, h_stride, n_tok);
+    return matmul(g, type, d_wg, d_wu, n_in, n_out, d_x, x_stride, NULL, d_h, h_stride, n_tok,
+                  NULL, NULL);
 }
 
 // ------------------------------------------------------------------ MoE
 
-enum { ROUTE_THREADS = 256 };
+enum { ROUTE_WARPS = 8 };
 
-// The block's largest (value, index), the smaller index on ties; every
-// thread gets it. red_v/red_i: shared arrays of ROUTE_THREADS / 32.
-__device__ __forceinline__ void bg_block_argmax(float *v, int *i, float *red_v, int *red_i)
+// The routing of ROUTE_WARPS tokens a block; a grid of one block also
+// groups the slots (groups set), saving k_group's launch.
+__global__ void __launch_bounds__(ROUTE_WARPS * 32)
+    k_route(const float *logits, uint32_t n_tok, uint32_t n_expert, uint32_t k_used,
+            int32_t *chosen, float *chosen_w, int32_t *groups)
 {
-    for (int o = 16; o > 0; o >>= 1) {
-        const float ov = __shfl_xor_sync(0xffffffffu, *v, o);
-        const int oi = __shfl_xor_sync(0xffffffffu, *i, o);
-        if (ov > *v || (ov == *v && oi < *i))
-            *v = ov, *i = oi;
-    }
-    __syncthreads(); // red_* may still be read from the previous call
-    if (threadIdx.x % 32 == 0)
-        red_v[threadIdx.x / 32] = *v, red_i[threadIdx.x / 32] = *i;
-    __syncthreads();
-    *v = red_v[0], *i = red_i[0];
-    for (unsigned w = 1; w < blockDim.x / 32; w++)
-        if (red_v[w] > *v || (red_v[w] == *v && red_i[w] < *i))
-            *v = red_v[w], *i = red_i[w];
-}
-
-// The slots grouped by expert (the layout of BG_GPU_MOE_GROUP_INTS), by one
-// block: it counts each expert's slots, lists the experts chosen, and
-// files every slot under its expert. The order of the slots inside a group
-// is not fixed, and need not be: each slot's dot products are its own.
-// cursor: n_expert ints of shared memory.
-__device__ void bg_block_group(const int32_t *chosen, uint32_t n_slots, uint32_t n_expert,
-                               int32_t *groups, int32_t *cursor)
-{
-    int32_t *offsets = groups, *n_active = groups + n_expert + 1, *active = n_active + 1;
-    int32_t *sorted = active + n_expert;
-    for (uint32_t e = threadIdx.x; e < n_expert; e += blockDim.x)
-        cursor[e] = 0;
-    __syncthreads();
-    for (uint32_t s = threadIdx.x; s < n_slots; s += blockDim.x)
-        atomicAdd(&cursor[chosen[s]], 1);
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        int32_t at = 0, n = 0;
-        for (uint32_t e = 0; e < n_expert; e++) {
-            const int32_t count = cursor[e];
-            offsets[e] = at;
-            cursor[e] = at;
-            if (count)
-                active[n++] = (int32_t)e;
-            at += count;
-        }
-        offsets[n_expert] = at;
-        *n_active = n;
-    }
-    __syncthreads();
-    for (uint32_t s = threadIdx.x; s < n_slots; s += blockDim.x)
-        sorted[atomicAdd(&cursor[chosen[s]], 1)] = (int32_t)s;
+    BG_KERNEL_ENTRY();
+    BG_DYNAMIC_SHARED(int32_t, cursor); // [n_expert] when grouping
+    const uint32_t t0 = blockIdx.x * ROUTE_WARPS;
+    const uint32_t t_end = n_tok - t0 < (uint32_t)ROUTE_WARPS ? n_tok : t0 + ROUTE_WARPS;
+    bg_block_route(logits, t0, t_end, n_tok, n_expert, k_used, chosen, chosen_w, groups, cursor);
 }
 
 __global__ void k_group(const int32_t *chosen, uint32_t n_slots, uint32_t n_expert,
@@ -654,86 +862,41 @@ __global__ void k_group(const int32_t *chosen, uint32_t n_slots, uint32_t n_expe
     bg_block_group(chosen, n_slots, n_expert, groups, cursor);
 }
 
-// Softmax over a token's router logits, the top k kept (the earlier expert
-// wins a tie) and renormalized, as blocks.c's route_token; one block per
-// token, its probabilities in shared memory. A lone token (a decode step)
-// also files its slots by expert (groups set), saving k_group's launch.
-__global__ void __launch_bounds__(ROUTE_THREADS)
-    k_route(const float *router, uint32_t n_expert, uint32_t k_used, int32_t *chosen,
-            float *chosen_w, int32_t *groups)
-{
-    BG_KERNEL_ENTRY();
-    BG_DYNAMIC_SHARED(float, p); // [n_expert] probabilities, then [k_used] chosen ones
-    __shared__ float red_v[ROUTE_THREADS / 32];
-    __shared__ int red_i[ROUTE_THREADS / 32];
-    __shared__ double red_d[ROUTE_THREADS / 32];
-    const float *l = router + (size_t)blockIdx.x * n_expert;
-    float m = -INFINITY;
-    int unused = 0;
-    for (uint32_t e = threadIdx.x; e < n_expert; e += blockDim.x)
-        m = fmaxf(m, l[e]);
-    bg_block_argmax(&m, &unused, red_v, red_i);
-    double sum = 0.0;
-    for (uint32_t e = threadIdx.x; e < n_expert; e += blockDim.x) {
-        p[e] = expf(l[e] - m);
-        sum += (double)p[e];
-    }
-    sum = bg_warp_sum_d(sum);
-    if (threadIdx.x % 32 == 0)
-        red_d[threadIdx.x / 32] = sum;
-    __syncthreads();
-    sum = 0.0;
-    for (unsigned w = 0; w < blockDim.x / 32; w++)
-        sum += red_d[w];
-    const float inv = (float)(1.0 / sum);
-    for (uint32_t e = threadIdx.x; e < n_expert; e += blockDim.x)
-        p[e] *= inv;
-    float *picked = p + n_expert;
-    for (uint32_t k = 0; k < k_used; k++) {
-        __syncthreads(); // the previous pick's removal is seen
-        float v = -INFINITY;
-        int best = INT_MAX;
-        for (uint32_t e = threadIdx.x; e < n_expert; e += blockDim.x)
-            if (p[e] > v) // ascending e: the earlier expert keeps a tie
-                v = p[e], best = (int)e;
-        bg_block_argmax(&v, &best, red_v, red_i);
-        if (threadIdx.x == 0) {
-            chosen[(size_t)blockIdx.x * k_used + k] = best;
-            picked[k] = v;
-            p[best] = -INFINITY;
-        }
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double total = 0.0; // in double, rounded once, as ggml's sum_rows
-        for (uint32_t k = 0; k < k_used; k++)
-            total += (double)picked[k];
-        const float div = fmaxf((float)total, 6.103515625e-5f); // llama.cpp's floor
-        for (uint32_t k = 0; k < k_used; k++)
-            chosen_w[(size_t)blockIdx.x * k_used + k] = picked[k] / div;
-    }
-    if (groups) { // p's n_expert floats are free: the cursor's ints
-        __syncthreads();
-        bg_block_group(chosen, k_used, n_expert, groups, (int32_t *)p);
-    }
-}
-
-extern "C" int bg_cuda_route(bg_gpu *g, float *d_router, uint32_t n_tok, uint32_t n_expert,
+// The router's product, then the routing: in the product's last block for
+// a decode step, else in launches of their own.
+extern "C" int bg_cuda_route(bg_gpu *g, const bg_gpu_proj *router, uint64_t n_in,
+                             const float *d_x, const uint8_t *d_xq, uint32_t n_tok,
                              uint32_t n_used, int32_t *d_chosen, float *d_chosen_w,
                              int32_t *d_groups)
 {
+    const uint32_t n_expert = (uint32_t)router->n_out;
     if (!n_tok)
         return 0;
-    if (!n_used || n_used > n_expert) {
-        snprintf(g->err, sizeof g->err, "routing: %u of %u experts", n_used, n_expert);
+    if (!n_used || n_used > n_expert || n_expert > BG_GPU_MAX_EXPERTS ||
+        router->y_stride != router->n_out) {
+        snprintf(g->err, sizeof g->err,
+                 "routing: %u of %u experts (at most %u), logits at a stride of %zu", n_used,
+                 n_expert, BG_GPU_MAX_EXPERTS, router->y_stride);
         return -1;
     }
-    const size_t shmem = (size_t)(n_expert + n_used) * sizeof(float);
-    BG_LAUNCH(n_tok, ROUTE_THREADS, shmem, g->stream, k_route)(d_router, n_expert, n_used, d_chosen,
-                                                        d_chosen_w, n_tok == 1 ? d_groups : NULL);
+    float *logits = router->d_y;
+    bg_tail t = {};
+    t.kind = TAIL_ROUTE, t.counter = g->counters, t.n_tok = n_tok, t.n = n_expert;
+    t.n_used = n_used, t.y = logits, t.chosen = d_chosen, t.chosen_w = d_chosen_w;
+    t.groups = d_groups;
+    bool done;
+    if (matmul(g, router->type, router->d_w, NULL, n_in, n_expert, d_x, n_in, d_xq, logits,
+               n_expert, n_tok, tails_on(g, n_tok) ? &t : NULL, &done))
+        return -1;
+    if (done)
+        return 0;
+    const uint32_t blocks = (n_tok + ROUTE_WARPS - 1) / ROUTE_WARPS;
+    int32_t *groups_here = blocks == 1 ? d_groups : NULL;
+    BG_LAUNCH(blocks, ROUTE_WARPS * 32, groups_here ? n_expert * sizeof(int32_t) : 0, g->stream,
+              k_route)(logits, n_tok, n_expert, n_used, d_chosen, d_chosen_w, groups_here);
     if (bg_cuda_launched(g, "routing"))
         return -1;
-    if (n_tok == 1 || !d_groups)
+    if (!d_groups || groups_here)
         return 0;
     BG_LAUNCH(1, 1024, n_expert * sizeof(int32_t), g->stream, k_group)(d_chosen, n_tok * n_used,
                                                                  n_expert, d_groups);
@@ -756,7 +919,8 @@ struct bg_egroup {
     uint32_t x_div;
     float *y; // y[slot][o], stride ys
     size_t ys;
-    int lanes; // to a row (row_lanes)
+    int lanes;   // to a row (row_lanes)
+    bg_tail tail; // the down rows': the feed-forward half's end, or none
 };
 
 __device__ __forceinline__ size_t bg_egroup_xrow(int32_t slot, uint32_t n_routed, uint32_t x_div)
@@ -773,19 +937,11 @@ __device__ __forceinline__ size_t bg_egroup_xrow(int32_t slot, uint32_t n_routed
 // (EG_CODING, one slot at a time), or the float path over p.x (EG_FLOAT).
 enum { EG_FLOAT, EG_CODED, EG_CODING };
 template <int T, int NR, int TOK, int PATH>
-__global__ void __launch_bounds__(MM_WARPS * 32) k_expert_group(const bg_egroup p)
+__device__ __forceinline__ void bg_expert_rows(const bg_egroup &p, bool shared, uint64_t o,
+                                               bool valid)
 {
-    BG_KERNEL_ENTRY();
     const int32_t *offsets = p.groups, *n_active = p.groups + p.n_expert + 1;
     const int32_t *active = n_active + 1, *sorted = active + p.n_expert;
-    const bool shared = p.shared[0] && blockIdx.y == gridDim.y - 1;
-    if (!shared && (int32_t)blockIdx.y >= *n_active)
-        return;
-    uint64_t o;
-    bool valid;
-    if (!bg_warp_rows((uint64_t)blockIdx.x * MM_WARPS + threadIdx.x / 32, p.n_out, p.lanes, &o,
-                      &valid))
-        return;
     const uint64_t at = o * bg_row_bytes<T>(p.n_in), qs = bg_code_row_bytes(p.n_in);
     int32_t first = 0, end = (int32_t)p.n_shared;
     const uint8_t *rows[2];
@@ -833,35 +989,72 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_expert_group(const bg_egroup 
     }
 }
 
+// Every block counts itself for the tail, also those without rows. The
+// tail's rows (a norm and its coding) would take more registers than the
+// products' loop and cost the down rows' thousands of blocks room on an
+// SM: the bound keeps the loop's count (sm_90: 78-90, no spills).
+enum { EG_TAIL_BLOCKS = 5 };
+template <int T, int NR, int TOK, int PATH, int TAIL>
+__global__ void __launch_bounds__(MM_WARPS * 32, TAIL == TAIL_NONE ? 1 : EG_TAIL_BLOCKS)
+    k_expert_group(const bg_egroup p)
+{
+    BG_KERNEL_ENTRY();
+    const int32_t *n_active = p.groups + p.n_expert + 1;
+    const bool shared = p.shared[0] && blockIdx.y == gridDim.y - 1;
+    uint64_t o;
+    bool valid;
+    if ((shared || (int32_t)blockIdx.y < *n_active) &&
+        bg_warp_rows((uint64_t)blockIdx.x * MM_WARPS + threadIdx.x / 32, p.n_out, p.lanes, &o,
+                     &valid))
+        bg_expert_rows<T, NR, TOK, PATH>(p, shared, o, valid);
+    bg_tail_finish<TAIL>(p.tail);
+}
+
+// The integer path's kernels for weights of type T (lone: a slot at a
+// time, for decode steps, where an expert seldom has more; coding: x is
+// coded on the way).
+template <int T, int NR, int TAIL>
+static void launch_expert_group_int(bg_gpu *g, dim3 grid, const bg_egroup &p, bool lone,
+                                    bool coding)
+{
+    if (coding)
+        BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream,
+                  k_expert_group<T, NR, 1, EG_CODING, TAIL>)(p);
+    else if (lone)
+        BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_expert_group<T, NR, 1, EG_CODED, TAIL>)(p);
+    else
+        BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream,
+                  k_expert_group<T, NR, MM_TOK, EG_CODED, TAIL>)(p);
+}
+
 // Launches k_expert_group for weights of type T, as launch_matmul does
-// k_matmul (lone: a slot at a time, for decode steps, where an expert
-// seldom has more; coding: x is coded on the way).
+// k_matmul; the tail (the feed-forward half's end) goes along with the
+// integer path's down rows; true when it did.
 template <int T, int NR>
-static void launch_expert_group(bg_gpu *g, dim3 grid, const bg_egroup &p, bool lone, bool coding)
+static bool launch_expert_group(bg_gpu *g, dim3 grid, const bg_egroup &p, bool lone, bool coding)
 {
     if constexpr (bg_int_path<T>::on) {
-        if (coding) {
-            BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_expert_group<T, NR, 1, EG_CODING>)(p);
-            return;
-        }
-        if (p.xq) {
-            if (lone)
-                BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream,
-                          k_expert_group<T, NR, 1, EG_CODED>)(p);
-            else
-                BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream,
-                          k_expert_group<T, NR, MM_TOK, EG_CODED>)(p);
-            return;
+        if (coding || p.xq) {
+            if constexpr (NR == 1)
+                if (p.tail.kind == TAIL_FFN_END) {
+                    launch_expert_group_int<T, 1, TAIL_FFN_END>(g, grid, p, lone, coding);
+                    return true;
+                }
+            launch_expert_group_int<T, NR, TAIL_NONE>(g, grid, p, lone, coding);
+            return false;
         }
     }
-    BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_expert_group<T, NR, MM_TOK, EG_FLOAT>)(p);
+    BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream,
+              k_expert_group<T, NR, MM_TOK, EG_FLOAT, TAIL_NONE>)(p);
+    return false;
 }
 
 // One grouped expert product (NR = 1, or gate and up fused when NR = 2 and
 // both have the type) over x's n_x rows (xq_pre: coded, or NULL); grid:
-// rows by (at most) every expert chosen, and the shared expert.
+// rows by (at most) every expert chosen, and the shared expert; then the
+// tail's work where it goes along (*tail_done set, when given).
 static int expert_group(bg_gpu *g, int nr, uint32_t type, bg_egroup p, uint32_t n_x,
-                        const uint8_t *xq_pre)
+                        const uint8_t *xq_pre, bool *tail_done)
 {
     // decode steps (a slot or fewer per expert on average) take the
     // one-slot kernels, and their rows that fit the lanes are coded on the
@@ -880,12 +1073,14 @@ static int expert_group(bg_gpu *g, int nr, uint32_t type, bg_egroup p, uint32_t 
     const uint32_t n_groups = p.n_routed < p.n_expert ? p.n_routed : p.n_expert;
     p.lanes = row_lanes(coding || p.xq, p.n_in);
     const dim3 grid(row_blocks(p.n_out, p.lanes), n_groups + (p.shared[0] ? 1 : 0));
-    bool ok;
+    bool ok, done;
 #define EG(T)                                                                                 \
-    (nr == 2 ? launch_expert_group<T, 2>(g, grid, p, lone, coding)                           \
-             : launch_expert_group<T, 1>(g, grid, p, lone, coding))
+    (done = nr == 2 ? launch_expert_group<T, 2>(g, grid, p, lone, coding)                    \
+                    : launch_expert_group<T, 1>(g, grid, p, lone, coding))
     BG_DISPATCH(type, ok, EG);
 #undef EG
+    if (tail_done)
+        *tail_done = ok && done;
     if (!ok) {
         snprintf(g->err, sizeof g->err, "experts: tensor type %u has no CUDA kernel", type);
         return -1;
@@ -895,8 +1090,8 @@ static int expert_group(bg_gpu *g, int nr, uint32_t type, bg_egroup p, uint32_t 
 
 extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_xn,
                            const uint8_t *d_xq, const void *d_gate, const void *d_up,
-                           const void *d_down,
-                           const int32_t *d_groups, float *d_h, float *d_slot_out)
+                           const void *d_down, const int32_t *d_groups, float *d_h,
+                           float *d_slot_out, const bg_gpu_ffn_end *end)
 {
     const uint32_t slots = a->n_tok * a->n_used, n_shared = a->d_down_shexp ? a->n_tok : 0;
     if (!slots)
@@ -916,7 +1111,7 @@ extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_x
     p.y = d_h, p.ys = a->n_ff;
     if (a->type_gate == a->type_up) {
         p.w[1] = (const uint8_t *)d_up, p.shared[1] = (const uint8_t *)a->d_up_shexp;
-        if (expert_group(g, 2, a->type_gate, p, a->n_tok, d_xq))
+        if (expert_group(g, 2, a->type_gate, p, a->n_tok, d_xq, NULL))
             return -1;
     } else {
         // up into slot_out (free until the down rows; n_ff <= n_embd), then
@@ -925,8 +1120,8 @@ extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_x
         up.w[0] = (const uint8_t *)d_up, up.shared[0] = (const uint8_t *)a->d_up_shexp;
         up.expert_bytes = a->up_expert_bytes;
         up.y = d_slot_out;
-        if (expert_group(g, 1, a->type_gate, p, a->n_tok, d_xq) ||
-            expert_group(g, 1, a->type_up, up, a->n_tok, d_xq) ||
+        if (expert_group(g, 1, a->type_gate, p, a->n_tok, d_xq, NULL) ||
+            expert_group(g, 1, a->type_up, up, a->n_tok, d_xq, NULL) ||
             bg_cuda_silu_mul(g, d_h, d_slot_out, a->n_ff, a->n_ff, all))
             return -1;
     }
@@ -936,5 +1131,19 @@ extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_x
     down.n_in = a->n_ff, down.n_out = a->n_embd;
     down.x = d_h, down.xs = a->n_ff, down.x_div = 1;
     down.y = d_slot_out, down.ys = a->n_embd;
-    return expert_group(g, 1, a->type_down, down, all, NULL);
+    if (!end)
+        return expert_group(g, 1, a->type_down, down, all, NULL, NULL);
+    if (bg_cuda_codes_ok(g, "expert sum", end->d_norm_w ? end->d_xq : NULL, a->n_embd,
+                         end->d_xn, a->n_embd))
+        return -1;
+    const uint32_t n_used = end->d_w ? a->n_used : 1;
+    if (tails_on(g, a->n_tok)) {
+        bg_tail &t = down.tail;
+        t.kind = TAIL_FFN_END, t.counter = g->counters, t.n_tok = a->n_tok, t.n = a->n_embd;
+        t.n_used = n_used, t.y = d_slot_out, t.end = *end;
+    }
+    bool done;
+    if (expert_group(g, 1, a->type_down, down, all, NULL, &done))
+        return -1;
+    return done ? 0 : bg_cuda_expert_sum(g, end, d_slot_out, n_used, a->n_embd, a->n_tok);
 }

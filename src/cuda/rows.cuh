@@ -1,0 +1,95 @@
+// Row operations by the calling block: a norm, a residual with the next
+// norm, the end of a feed-forward half. backend.cu's kernels run one row
+// per block; a product's last block (matmul.cu) runs them over a decode
+// step's few rows, after the other blocks wrote their inputs in the same
+// launch. Those inputs are read past L1 (__ldcg): the block's own SM never
+// cached them in this launch, and this way none ever matters.
+#pragma once
+
+#include "common.cuh"
+
+// yr = xr / sqrt(mean(xr^2) + eps) * w, as ops.c's bg_rmsnorm, by the
+// block's threads (each reads only the elements it owns before the
+// reduction, so a caller may have written them just before). Ends with
+// red free for the next call's writes only after a barrier.
+__device__ __forceinline__ void bg_block_rmsnorm(float *yr, const float *xr, const float *w,
+                                                 uint32_t n, float eps)
+{
+    __shared__ double red[32];
+    double sum = 0.0;
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+        sum += (double)(xr[i] * xr[i]);
+    sum = bg_warp_sum_d(sum);
+    if (threadIdx.x % 32 == 0)
+        red[threadIdx.x / 32] = sum;
+    __syncthreads();
+    double total = 0.0;
+    for (unsigned k = 0; k < blockDim.x / 32; k++)
+        total += red[k];
+    const float mean = (float)(total / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+        yr[i] = w ? (xr[i] * scale) * w[i] : xr[i] * scale;
+}
+
+// Row r of n (contiguous rows): x += y, then xn = rmsnorm(x) * w, coded
+// into row r of xq (or not: NULL).
+__device__ __forceinline__ void bg_block_add_rmsnorm(float *x, const float *y, float *xn,
+                                                     const float *w, uint32_t n, float eps,
+                                                     uint8_t *xq, uint32_t r)
+{
+    float *xr = x + (size_t)r * n, *xnr = xn + (size_t)r * n;
+    const float *yr = y + (size_t)r * n;
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+        xr[i] += __ldcg(yr + i);
+    bg_block_rmsnorm(xnr, xr, w, n, eps);
+    bg_block_code_after(xnr, n, xq, r);
+}
+
+// Token t's end of a feed-forward half (gpu.h's bg_gpu_ffn_end) over its
+// slot rows of n. The shared gate's dot is summed by the block's threads
+// (rounding as any float order: the CPU's is ggml's vec_dot_f32); the sums
+// in rank order, each add rounded as the CPU rounds it. The dot reads all
+// of xn's row before the barrier that precedes the norm's writes to it.
+__device__ __forceinline__ void bg_block_ffn_end(const bg_gpu_ffn_end &e, const float *slot,
+                                                 uint32_t n_used, uint32_t n, uint32_t t)
+{
+    __shared__ float red[32];
+    __shared__ float gate;
+    const size_t off = (size_t)t * n;
+    if (e.d_shared) {
+        float s = 0.0f;
+        for (uint32_t j = threadIdx.x; j < n; j += blockDim.x)
+            s += e.d_shared_w[j] * e.d_xn[off + j];
+        s = bg_warp_sum(s);
+        if (threadIdx.x % 32 == 0)
+            red[threadIdx.x / 32] = s;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float total = 0.0f;
+            for (unsigned k = 0; k < blockDim.x / 32; k++)
+                total += red[k];
+            gate = bg_sigmoid(total);
+        }
+        __syncthreads();
+    }
+    const float *ws = e.d_w ? e.d_w + (size_t)t * n_used : NULL;
+    const float *sr = slot + (size_t)t * (ws ? n_used : 1) * n;
+    for (uint32_t j = threadIdx.x; j < n; j += blockDim.x) {
+        float o;
+        if (ws) {
+            o = 0.0f;
+            for (uint32_t k = 0; k < n_used; k++)
+                o = __fadd_rn(o, __fmul_rn(__ldcg(ws + k), __ldcg(sr + (size_t)k * n + j)));
+        } else {
+            o = __ldcg(sr + j);
+        }
+        if (e.d_shared)
+            o = __fadd_rn(o, __fmul_rn(gate, __ldcg(e.d_shared + off + j)));
+        e.d_x[off + j] = __fadd_rn(e.d_x[off + j], o);
+    }
+    if (!e.d_norm_w)
+        return;
+    bg_block_rmsnorm(e.d_xn + off, e.d_x + off, e.d_norm_w, n, e.eps);
+    bg_block_code_after(e.d_xn + off, n, e.d_xq, t);
+}
