@@ -339,11 +339,6 @@ int cmd_bench(int argc, char **argv)
         uint32_t max_seq = 1;
         for (int q = 0; q < f.n_seq.n; q++)
             max_seq = f.n_seq.v[q] > max_seq ? f.n_seq.v[q] : max_seq;
-        float *logits = malloc((size_t)n_vocab * max_seq * sizeof *logits);
-        if (!logits) {
-            fprintf(stderr, "bench: out of memory\n");
-            rc = 1;
-        }
         for (int ti = 0; ti < f.threads.n && !rc; ti++)
             for (int ui = 0; ui < f.ubatch.n && !rc; ui++)
                 for (int ki = 0; ki < f.n_ctk && !rc; ki++)
@@ -359,11 +354,15 @@ int cmd_bench(int argc, char **argv)
                             so.cache_type_v = f.ctv[vi];
                             so.n_seq_max = te->n_seq > 1 ? te->n_seq : 1;
                             brigade_session *s = NULL;
+                            float *logits = NULL; /* as the session's device writes them */
                             int32_t *tokens = malloc(((size_t)need + 1) * sizeof *tokens);
                             result *r = &results[n_results];
                             test_name(te, r->test, sizeof r->test);
                             if (!tokens || brigade_session_new(m, &so, &s, &err)) {
                                 fprintf(stderr, "bench: %s\n", tokens ? err.message : "out of memory");
+                                rc = 1;
+                            } else if (!(logits = brigade_logits_alloc(s, max_seq))) {
+                                fprintf(stderr, "bench: out of memory\n");
                                 rc = 1;
                             }
                             double sum = 0, sum2 = 0, el;
@@ -401,10 +400,10 @@ int cmd_bench(int argc, char **argv)
                                 r->sd = f.reps > 1 && var > 0 ? sqrt(var * f.reps / (f.reps - 1)) : 0;
                                 n_results++;
                             }
+                            brigade_logits_free(logits);
                             brigade_session_free(s);
                             free(tokens);
                         }
-        free(logits);
         brigade_model_free(m);
     }
     if (n_results)

@@ -162,7 +162,7 @@ bool gen_engine_open(gen_engine *e, const gen_flags *f)
         st = brigade_sampler_new(&f->sampling, (int32_t)brigade_model_n_vocab(e->model),
                                  &e->sampler, &err);
     uint32_t n_ctx = st ? 0 : brigade_session_n_ctx(e->session);
-    if (!st && (!(e->logits = malloc((size_t)brigade_model_n_vocab(e->model) * sizeof(float))) ||
+    if (!st && (!(e->logits = brigade_logits_alloc(e->session, 1)) ||
                 !(e->evaluated = malloc((size_t)n_ctx * sizeof(int32_t)))))
         st = BRIGADE_ERR_NOMEM, snprintf(err.message, sizeof err.message, "out of memory");
     if (st) {
@@ -200,9 +200,9 @@ void gen_engine_close(gen_engine *e)
     brigade_sampler_free(e->sampler);
     brigade_chat_template_free(e->tmpl);
     brigade_vocab_free(e->vocab);
+    brigade_logits_free(e->logits);
     brigade_session_free(e->session);
     brigade_model_free(e->model);
-    free(e->logits);
     free(e->evaluated);
     memset(e, 0, sizeof *e);
 }

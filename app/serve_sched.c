@@ -612,7 +612,7 @@ brigade_status srv_sched_start(const brigade_model *model, brigade_session *sess
               (s->b_seq = malloc(s->o.n_batch * sizeof *s->b_seq)) &&
               (s->b_want = malloc(s->o.n_batch * sizeof *s->b_want)) &&
               (s->b_slot = malloc(s->o.n_batch * sizeof *s->b_slot)) &&
-              (s->logits = malloc((size_t)s->o.n_slots * s->n_vocab * sizeof(float))) &&
+              (s->logits = brigade_logits_alloc(session, s->o.n_slots)) &&
               (s->masked = malloc((size_t)s->n_vocab * sizeof(float)));
     for (uint32_t i = 0; ok && i < s->o.n_slots; i++) {
         slot *sl = &s->slots[i];
@@ -702,7 +702,7 @@ void srv_sched_free(srv_sched *s)
     free(s->b_seq);
     free(s->b_want);
     free(s->b_slot);
-    free(s->logits);
+    brigade_logits_free(s->logits);
     free(s->masked);
     brigade_session_free(s->session);
     pthread_mutex_destroy(&s->mu);

@@ -313,6 +313,15 @@ uint32_t brigade_session_n_ctx(const brigade_session *session);
 /* Tokens of sequence 0 evaluated so far. */
 uint32_t brigade_session_n_past(const brigade_session *session);
 
+/* A buffer for n_rows rows of logits that the session's device writes at
+ * full speed (page-locked host memory when the session runs on a GPU,
+ * where a decode step's copy of its logits from pageable memory would take
+ * a large share of the step; plain memory otherwise). NULL when out of
+ * memory. Any logits buffer works; this one is fastest. Freed by
+ * brigade_logits_free, before or after the session. */
+float *brigade_logits_alloc(brigade_session *session, uint32_t n_rows);
+void brigade_logits_free(float *logits);
+
 /* Appends n tokens to the sequence and evaluates them. logits receives
  * n x n_vocab floats (all_logits) or n_vocab for the last token; may be NULL.
  * Fails without changing the session if the tokens would overflow the

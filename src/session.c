@@ -195,8 +195,41 @@ brigade_status brigade_session_new(const brigade_model *model, const brigade_ses
         brigade_session_free(s);
         return st;
     }
+    if (s->gpu)
+        bg_gpu_pin_buffers(s->gpu, s);
     *out = s;
     return BRIGADE_OK;
+}
+
+/* The block before a logits buffer: how to release it. */
+enum { LOGITS_HEADER = 64 };
+
+float *brigade_logits_alloc(brigade_session *s, uint32_t n_rows)
+{
+    const uint64_t n = (uint64_t)n_rows * (uint64_t)s->hp->n_vocab;
+    if (!n_rows || n > (UINT64_MAX - LOGITS_HEADER) / sizeof(float))
+        return NULL;
+    const uint64_t bytes = LOGITS_HEADER + n * sizeof(float);
+    void (*release)(void *) = free;
+    uint8_t *p = s->gpu ? bg_gpu_host_alloc(s->gpu, bytes, &release) : NULL;
+    if (!p) {
+        release = free;
+        p = bytes <= SIZE_MAX ? malloc((size_t)bytes) : NULL;
+    }
+    if (!p)
+        return NULL;
+    memcpy(p, &release, sizeof release);
+    return (float *)(p + LOGITS_HEADER);
+}
+
+void brigade_logits_free(float *logits)
+{
+    if (!logits)
+        return;
+    uint8_t *p = (uint8_t *)logits - LOGITS_HEADER;
+    void (*release)(void *);
+    memcpy(&release, p, sizeof release);
+    release(p);
 }
 
 void brigade_session_free(brigade_session *s)

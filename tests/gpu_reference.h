@@ -66,6 +66,17 @@ static int m_zero(bg_gpu *g, void *dst, uint64_t n)
     return 0;
 }
 static int m_sync(bg_gpu *g) { return (void)g, 0; }
+static int m_host_pin(bg_gpu *g, void *host, uint64_t bytes)
+{
+    return (void)g, (void)host, (void)bytes, 0;
+}
+static int m_host_alloc(bg_gpu *g, uint64_t bytes, void **out)
+{
+    (void)g;
+    *out = malloc(bytes ? bytes : 1);
+    return *out ? 0 : -1;
+}
+static void m_host_free(void *host) { free(host); }
 /* The stand-in codes nothing ahead: its products round activations as
  * they go. */
 static int m_set_scratch(bg_gpu *g, void *d, uint64_t bytes) { return (void)g, (void)d, (void)bytes, 0; }
@@ -532,7 +543,7 @@ static int m_matmul_coded(bg_gpu *g, uint32_t type, const void *w, uint64_t n_in
 
 static const bg_gpu_api mock = {
     m_init,   m_destroy,   m_error,    m_mem,    m_alloc,       m_copy,        m_copy,
-    m_zero,   m_set_scratch, m_sync,   m_supports, m_matmul_coded, m_matmul_multi, m_matmul_swiglu,
+    m_zero,   m_host_pin, m_host_alloc, m_host_free, m_set_scratch, m_sync,   m_supports, m_matmul_coded, m_matmul_multi, m_matmul_swiglu,
     m_rmsnorm,
     m_add_rmsnorm, m_matmul_add_rmsnorm, m_attention,
     m_deltanet, m_route,   m_moe,      m_expert_sum, m_silu_mul, m_graph_begin, m_graph_end,

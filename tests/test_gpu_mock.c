@@ -277,9 +277,27 @@ static int g_end(bg_gpu *g, uint64_t key)
     return 0;
 }
 
+/* Host memory: the ranges locked, the blocks allocated and released. */
+static int pins, host_allocs, host_frees;
+static int g_host_pin(bg_gpu *g, void *host, uint64_t bytes)
+{
+    pins++;
+    return m_host_pin(g, host, bytes);
+}
+static int g_host_alloc(bg_gpu *g, uint64_t bytes, void **out)
+{
+    host_allocs++;
+    return m_host_alloc(g, bytes, out);
+}
+static void g_host_free(void *host)
+{
+    host_frees++;
+    m_host_free(host);
+}
+
 static const bg_gpu_api mock_graphs = {
     g_init,   m_destroy,  m_error,       m_mem,      m_alloc,    g_copy,        g_copy,
-    g_zero,   m_set_scratch, m_sync,  m_supports,    g_matmul,   g_matmul_multi, g_matmul_swiglu,
+    g_zero,   g_host_pin, g_host_alloc, g_host_free, m_set_scratch, m_sync,  m_supports,    g_matmul,   g_matmul_multi, g_matmul_swiglu,
     g_rmsnorm,
     g_add_rmsnorm, g_matmul_add_rmsnorm, g_attention, g_deltanet, g_route, g_moe, g_expert_sum,
     g_silu_mul,
@@ -528,6 +546,53 @@ static void split_graphs(const char *dir)
     remove(path);
 }
 
+/* Logits buffers from the session: on the GPU from the device's host
+ * allocation (released through it, also after the session), with the
+ * buffers that cross locked; on the CPU plain memory. The logits in them
+ * are the CPU's. */
+static void logits_buffers(const char *dir)
+{
+    char path[512];
+    brigade_error err;
+    brigade_model *m = synth_model(path, dir, "logits", "tiny-qwen35moe", BG_TYPE_F32, 4);
+    if (!m)
+        return;
+    const uint32_t V = brigade_model_n_vocab(m);
+    brigade_session_options o = {.n_ctx = 32, .n_threads = 2, .n_ubatch = 8};
+    brigade_session *cpu = NULL, *gpu = NULL;
+    const int pinned = pins, allocated = host_allocs, freed = host_frees;
+    CHECK(!brigade_session_new(m, &o, &cpu, &err), "logits buffers, CPU: %s", err.message);
+    o.n_gpu_layers = 99;
+    CHECK(!brigade_session_new(m, &o, &gpu, &err), "logits buffers, GPU: %s", err.message);
+    if (cpu && gpu) {
+        CHECK(pins - pinned == 7, "logits buffers: %d host ranges locked, want the 7 that cross",
+              pins - pinned);
+        float *a = brigade_logits_alloc(cpu, 2), *b = brigade_logits_alloc(gpu, 2);
+        CHECK(a && b && host_allocs - allocated == 1,
+              "logits buffers: %d allocated by the device", host_allocs - allocated);
+        CHECK(!brigade_logits_alloc(gpu, 0), "logits buffers: 0 rows give a buffer");
+        int32_t prompt[3] = {5, 6, 7};
+        if (a && b) {
+            b[2 * (size_t)V - 1] = 0; /* the whole size writable */
+            brigade_status st = brigade_session_eval(cpu, prompt, 3, false, a, &err);
+            st = st ? st : brigade_session_eval(gpu, prompt, 3, false, b, &err);
+            const double e = st ? 1 : nmse(b, a, V);
+            CHECK(e <= 1e-5, "logits buffers: NMSE %.3g%s%s", e, st ? ": " : "",
+                  st ? err.message : "");
+        }
+        brigade_logits_free(a);
+        brigade_session_free(gpu);
+        gpu = NULL;
+        brigade_logits_free(b); /* after its session */
+        CHECK(host_frees - freed == 1, "logits buffers: %d released by the device",
+              host_frees - freed);
+    }
+    brigade_session_free(cpu);
+    brigade_session_free(gpu);
+    brigade_model_free(m);
+    remove(path);
+}
+
 int main(void)
 {
     char dir[] = "/tmp/brigade_gpu_mock_XXXXXX";
@@ -542,7 +607,7 @@ int main(void)
      * sum in other orders and use libm's exp where the CPU uses ggml's;
      * on quantized weights the NMSE is ~1.7e-4 (q4_K) and ~5e-5 (q8_0),
      * and 1e-3 catches what an f16 V accumulated in f32 did (5e-3). */
-    (void)mock, (void)mock_graphs, (void)split_graphs;
+    (void)mock, (void)mock_graphs, (void)split_graphs, (void)logits_buffers;
     fewer = true;
     compare(dir, "tiny-qwen35moe", BG_TYPE_F32, 1e-5);
     compare(dir, "tiny-qwen35moe", BG_TYPE_Q4_K, 1e-3);
@@ -571,6 +636,7 @@ int main(void)
     CHECK(captures > 0 && replays >= captures, "graphs: %d captured, %d replayed", captures,
           replays);
     CHECK(capture_violations == 0, "graphs: %d copies while capturing", capture_violations);
+    logits_buffers(dir);
     bg_gpu_api_override(NULL);
     rmdir(dir);
     return check_summary("test_gpu_mock");

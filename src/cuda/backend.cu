@@ -109,6 +109,8 @@ static void gpu_destroy(bg_gpu *g)
     for (int i = 0; i < g->n_graphs; i++)
         cudaGraphExecDestroy(g->graphs[i].exec);
     cudaStreamSynchronize(g->stream);
+    for (int i = 0; i < g->n_pinned; i++)
+        cudaHostUnregister(g->pinned[i]);
     cudaFree(g->arena);
     cudaStreamDestroy(g->stream);
     free(g);
@@ -151,6 +153,25 @@ static int gpu_download(bg_gpu *g, void *dst, const void *d_src, uint64_t bytes)
         return -1;
     return bg_check(g, cudaStreamSynchronize(g->stream), "the device's work");
 }
+
+static int gpu_host_pin(bg_gpu *g, void *host, uint64_t bytes)
+{
+    if (g->n_pinned == BG_GPU_MAX_PINNED) {
+        snprintf(g->err, sizeof g->err, "more than %d host ranges locked", BG_GPU_MAX_PINNED);
+        return -1;
+    }
+    if (bg_check(g, cudaHostRegister(host, bytes, cudaHostRegisterDefault), "locking host memory"))
+        return -1;
+    g->pinned[g->n_pinned++] = host;
+    return 0;
+}
+
+static int gpu_host_alloc(bg_gpu *g, uint64_t bytes, void **out)
+{
+    return bg_check(g, cudaMallocHost(out, bytes), "allocating locked host memory");
+}
+
+static void gpu_host_free(void *host) { cudaFreeHost(host); }
 
 static int gpu_zero(bg_gpu *g, void *d_dst, uint64_t bytes)
 {
@@ -319,7 +340,8 @@ static int gpu_graph_end(bg_gpu *g, uint64_t key)
 
 static const bg_gpu_api api = {
     gpu_init,        gpu_destroy,      gpu_error,        gpu_mem_info,   gpu_alloc,
-    gpu_upload,      gpu_download,     gpu_zero,         gpu_set_scratch, gpu_sync,
+    gpu_upload,      gpu_download,     gpu_zero,         gpu_host_pin,   gpu_host_alloc,
+    gpu_host_free,   gpu_set_scratch,  gpu_sync,
     gpu_supports,
     bg_cuda_matmul,  bg_cuda_matmul_multi, bg_cuda_matmul_swiglu, gpu_rmsnorm,
     bg_cuda_add_rmsnorm, bg_cuda_matmul_add_rmsnorm,

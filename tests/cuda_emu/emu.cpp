@@ -283,6 +283,22 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
     *p = (uint8_t *)raw + 256;
     return cudaSuccess;
 }
+cudaError_t cudaMallocHost(void **p, size_t bytes)
+{
+    *p = malloc(bytes ? bytes : 1);
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaFreeHost(void *p)
+{
+    free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned flags)
+{
+    (void)flags;
+    return p && bytes ? cudaSuccess : cudaErrorInvalidValue;
+}
+cudaError_t cudaHostUnregister(void *p) { return p ? cudaSuccess : cudaErrorInvalidValue; }
 cudaError_t cudaFree(void *p)
 {
     if (!p)
