@@ -151,6 +151,9 @@ typedef struct bg_gpu_api {
     int (*upload)(bg_gpu *g, void *d_dst, const void *src, uint64_t bytes);
     /* Waits for the stream, then copies. */
     int (*download)(bg_gpu *g, void *dst, const void *d_src, uint64_t bytes);
+    /* Enqueues the copy: dst holds it after the next sync or download
+     * (without waiting on each, when dst is page-locked). */
+    int (*download_async)(bg_gpu *g, void *dst, const void *d_src, uint64_t bytes);
     int (*zero)(bg_gpu *g, void *d_dst, uint64_t bytes);
     /* Host memory the device copies to and from at full speed (page-
      * locked): host_pin locks a host range until destroy, at most

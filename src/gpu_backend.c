@@ -550,10 +550,15 @@ static int cpu_experts(bg_gpu_session *gs, brigade_session *s, uint32_t il)
     const uint64_t rows = (uint64_t)s->n_tok * hp->n_embd * sizeof(float);
     const uint64_t slots = (uint64_t)s->n_tok * hp->n_expert_used;
     int rc = route(gs, s, il, false); /* xn: normed by the mixer's residual */
-    /* the first download waits for the routing */
-    rc = rc ? rc : api->download(gs->g, s->xn, buf(gs, BG_BUF_XN), rows);
-    rc = rc ? rc : api->download(gs->g, s->chosen, bufv(gs, BG_BUF_CHOSEN), slots * sizeof(int32_t));
-    rc = rc ? rc : api->download(gs->g, s->chosen_w, buf(gs, BG_BUF_CHOSEN_W), slots * sizeof(float));
+    /* the copies follow the routing, and one wait covers them */
+    rc = rc ? rc : api->download_async(gs->g, s->xn, buf(gs, BG_BUF_XN), rows);
+    rc = rc ? rc
+            : api->download_async(gs->g, s->chosen, bufv(gs, BG_BUF_CHOSEN),
+                                  slots * sizeof(int32_t));
+    rc = rc ? rc
+            : api->download_async(gs->g, s->chosen_w, buf(gs, BG_BUF_CHOSEN_W),
+                                  slots * sizeof(float));
+    rc = rc ? rc : api->sync(gs->g);
     /* enqueued, so the device computes it while the CPU works below */
     rc = rc ? rc : shared_expert(gs, s, il);
     if (rc)

@@ -173,6 +173,12 @@ static int gpu_host_alloc(bg_gpu *g, uint64_t bytes, void **out)
 
 static void gpu_host_free(void *host) { cudaFreeHost(host); }
 
+static int gpu_download_async(bg_gpu *g, void *dst, const void *d_src, uint64_t bytes)
+{
+    return bg_check(g, cudaMemcpyAsync(dst, d_src, bytes, cudaMemcpyDeviceToHost, g->stream),
+                    "copy from the device");
+}
+
 static int gpu_zero(bg_gpu *g, void *d_dst, uint64_t bytes)
 {
     return bg_check(g, cudaMemsetAsync(d_dst, 0, bytes, g->stream), "cudaMemset");
@@ -338,16 +344,37 @@ static int gpu_graph_end(bg_gpu *g, uint64_t key)
     return bg_check(g, cudaGraphLaunch(exec, g->stream), "launching a graph");
 }
 
+// In gpu.h's order (C++17 has no designated initializers).
 static const bg_gpu_api api = {
-    gpu_init,        gpu_destroy,      gpu_error,        gpu_mem_info,   gpu_alloc,
-    gpu_upload,      gpu_download,     gpu_zero,         gpu_host_pin,   gpu_host_alloc,
-    gpu_host_free,   gpu_set_scratch,  gpu_sync,
-    gpu_supports,
-    bg_cuda_matmul,  bg_cuda_matmul_multi, bg_cuda_matmul_swiglu, gpu_rmsnorm,
-    bg_cuda_add_rmsnorm, bg_cuda_matmul_add_rmsnorm,
-    bg_cuda_attention,
-    bg_cuda_deltanet, bg_cuda_route,   bg_cuda_moe,      bg_cuda_expert_sum, bg_cuda_silu_mul,
-    gpu_graph_begin, gpu_graph_end,
+    gpu_init, // init
+    gpu_destroy, // destroy
+    gpu_error, // error
+    gpu_mem_info, // mem_info
+    gpu_alloc, // alloc
+    gpu_upload, // upload
+    gpu_download, // download
+    gpu_download_async, // download_async
+    gpu_zero, // zero
+    gpu_host_pin, // host_pin
+    gpu_host_alloc, // host_alloc
+    gpu_host_free, // host_free
+    gpu_set_scratch, // set_scratch
+    gpu_sync, // sync
+    gpu_supports, // supports
+    bg_cuda_matmul, // matmul
+    bg_cuda_matmul_multi, // matmul_multi
+    bg_cuda_matmul_swiglu, // matmul_swiglu
+    gpu_rmsnorm, // rmsnorm
+    bg_cuda_add_rmsnorm, // add_rmsnorm
+    bg_cuda_matmul_add_rmsnorm, // matmul_add_rmsnorm
+    bg_cuda_attention, // attention
+    bg_cuda_deltanet, // deltanet
+    bg_cuda_route, // route
+    bg_cuda_moe, // moe
+    bg_cuda_expert_sum, // expert_sum
+    bg_cuda_silu_mul, // silu_mul
+    gpu_graph_begin, // graph_begin
+    gpu_graph_end, // graph_end
 };
 
 extern "C" const bg_gpu_api *bg_gpu_api_get(void) { return &api; }
