@@ -25,6 +25,7 @@ struct bg_gpu_session {
     uint8_t *xn_codes;     /* xn coded by the norms that write it (gpu.h), or NULL */
     uint8_t *attn_codes;   /* the mixer's output coded for its out projection, or NULL */
     bool x_on_device;      /* the device's copy of x is the newer */
+    bool xn_final;         /* xn holds x's final norm (and its codes), for the head */
     bool graphs;           /* decode steps replay CUDA graphs */
     brigade_gpu_report report;
 };
@@ -282,6 +283,7 @@ brigade_status bg_gpu_begin(bg_gpu_session *gs, const brigade_session *s, brigad
 {
     const bg_gpu_api *api = gs->api;
     gs->x_on_device = false;
+    gs->xn_final = false;
     if (api->upload(gs->g, bufv(gs, BG_BUF_TOK_SEQ), s->tok_seq, s->n_tok * sizeof(uint32_t)) ||
         api->upload(gs->g, bufv(gs, BG_BUF_TOK_POS), s->tok_pos, s->n_tok * sizeof(uint32_t)))
         return gpu_fail(gs, err, "uploading token positions");
@@ -506,7 +508,8 @@ static int mixer_end(bg_gpu_session *gs, const brigade_session *s, uint32_t il, 
 /* The end of layer il's feed-forward half: the routed rows (w: their
  * weights, from the routing; NULL: one row a token, the CPU's sum), plus
  * the gated shared expert's rows (or NULL), into the residual, then the
- * next layer's mixer norm (none after the last layer). */
+ * next layer's mixer norm (after the last layer, the output norm: the
+ * head's input, coded). */
 static bg_gpu_ffn_end ffn_end(bg_gpu_session *gs, const brigade_session *s, uint32_t il,
                               const float *w, const float *shared)
 {
@@ -514,7 +517,8 @@ static bg_gpu_ffn_end ffn_end(bg_gpu_session *gs, const brigade_session *s, uint
     return (bg_gpu_ffn_end){
         .d_x = buf(gs, BG_BUF_X), .d_xn = buf(gs, BG_BUF_XN), .d_w = w, .d_shared = shared,
         .d_shared_w = shared ? weight(gs, il, BG_ROLE_FFN_GATE_INP_SHEXP) : NULL,
-        .d_norm_w = il + 1 < hp->n_layers ? weight(gs, il + 1, norm_role(hp, false)) : NULL,
+        .d_norm_w = il + 1 < hp->n_layers ? weight(gs, il + 1, norm_role(hp, false))
+                                          : at(gs, gs->layout.head_norm_off),
         .eps = hp->rms_eps, .d_xq = gs->xn_codes,
     };
 }
@@ -599,6 +603,7 @@ brigade_status bg_gpu_layers(bg_gpu_session *gs, brigade_session *s, brigade_err
     const bg_hparams *hp = s->hp;
     if (put_x(gs, s))
         return gpu_fail(gs, err, "uploading the hidden state");
+    gs->xn_final = true; /* by the last layer's end (ffn_end) */
     /* the layers with experts on the CPU, each with its round trip */
     const uint32_t from = device_only_from(&gs->split);
     for (uint32_t il = gs->split.first_gpu_layer; il < from; il++)
@@ -636,14 +641,25 @@ brigade_status bg_gpu_head(bg_gpu_session *gs, brigade_session *s, const uint32_
     const brigade_tensor_info *head = m->global.t[BG_ROLE_OUTPUT];
     float *x = buf(gs, BG_BUF_X), *xn = buf(gs, BG_BUF_XN), *d_logits = at(gs, gs->layout.logits_off);
     const float *d_norm = at(gs, gs->layout.head_norm_off);
+    /* consecutive rows the last layer normed (a decode step's, a prompt's
+     * last) are read where they are, with their codes; others are normed
+     * into xn's first rows */
+    bool in_place = gs->xn_final;
+    for (uint32_t r = 1; r < n_rows; r++)
+        in_place = in_place && rows[r] == rows[0] + r;
     int rc = put_x(gs, s);
-    for (uint32_t r = 0; r < n_rows && !rc; r++)
+    for (uint32_t r = 0; r < n_rows && !rc && !in_place; r++)
         rc = gs->api->rmsnorm(gs->g, xn + (size_t)r * E, E, x + (size_t)rows[r] * E, E, d_norm, E,
                               1, hp->rms_eps, NULL);
+    const uint32_t first = in_place && n_rows ? rows[0] : 0;
     for (uint32_t r0 = 0; r0 < n_rows && !rc; r0 += BG_GPU_LOGITS_ROWS) {
         uint32_t n = n_rows - r0 < BG_GPU_LOGITS_ROWS ? n_rows - r0 : BG_GPU_LOGITS_ROWS;
+        const uint8_t *codes = in_place && gs->xn_codes
+                                   ? gs->xn_codes + (size_t)(first + r0) * BG_GPU_ACT_CODE_BYTES(E)
+                                   : NULL;
         rc = gs->api->matmul(gs->g, head->type, at(gs, gs->layout.head_off), head->ne[0],
-                             head->ne[1], xn + (size_t)r0 * E, E, NULL, d_logits, hp->n_vocab, n);
+                             head->ne[1], xn + (size_t)(first + r0) * E, E, codes, d_logits,
+                             hp->n_vocab, n);
         rc = rc ? rc
                 : gs->api->download(gs->g, logits + (size_t)r0 * hp->n_vocab, d_logits,
                                     (uint64_t)n * hp->n_vocab * sizeof(float));

@@ -357,14 +357,15 @@ static float *run(const brigade_model *m, brigade_session_options o, size_t *n_o
         int32_t tok = 100 + i;
         st = brigade_session_eval(s, &tok, 1, false, all + n, err);
     }
-    /* sequence 1 starts while sequence 0 goes on */
+    /* sequence 1 starts while sequence 0 goes on; logits of rows that do
+     * not follow each other */
     int32_t toks[4] = {7, 8, 9, 200};
     uint32_t seq[4] = {1, 1, 1, 0};
-    bool want[4] = {false, false, true, true};
+    bool want[4] = {true, false, true, true};
     brigade_batch b = {toks, seq, want, 4};
     if (!st)
         st = brigade_session_eval_batch(s, &b, all + n, err);
-    n += 2 * V;
+    n += 3 * V;
     /* a checkpoint of sequence 1, two more tokens, back, the same token again */
     uint64_t cb = brigade_session_checkpoint_bytes(s);
     void *ck = malloc(cb ? cb : 1);
