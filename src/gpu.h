@@ -63,9 +63,12 @@ typedef struct bg_gpu_attn_args {
 } bg_gpu_attn_args;
 
 /* The Gated DeltaNet recurrence for every token of a micro-batch, in
- * order (tokens of one sequence follow each other in the batch). */
+ * order (the tokens of one sequence in order, anywhere in the batch;
+ * seq_runs when each sequence's tokens are also consecutive, as a decode
+ * step's are). */
 typedef struct bg_gpu_deltanet_args {
     uint32_t n_tok;
+    bool seq_runs;
     uint32_t state, n_k_heads, n_v_heads, conv_kernel; /* S, Hk, Hv, K */
     float eps;
     uint64_t conv_seq_floats, ssm_seq_floats; /* one sequence's state */

@@ -359,6 +359,17 @@ static int attention(bg_gpu_session *gs, const brigade_session *s, uint32_t il, 
                                    bufv(gs, BG_BUF_TOK_POS), aq, bufv(gs, BG_BUF_SLOT_OUT));
 }
 
+/* Whether each sequence's tokens in the micro-batch are consecutive. */
+static bool seq_runs(const brigade_session *s)
+{
+    for (uint32_t i = 1; i < s->n_tok; i++)
+        if (s->tok_seq[i] != s->tok_seq[i - 1])
+            for (uint32_t j = 0; j + 1 < i; j++)
+                if (s->tok_seq[j] == s->tok_seq[i])
+                    return false;
+    return true;
+}
+
 /* DeltaNet's output rows into attn, and their codes into *aq (or NULL). */
 static int deltanet(bg_gpu_session *gs, const brigade_session *s, uint32_t il, uint8_t **aq_out)
 {
@@ -377,7 +388,8 @@ static int deltanet(bg_gpu_session *gs, const brigade_session *s, uint32_t il, u
     int rc = gs->api->matmul_multi(gs->g, proj, 4, E, xn, E, gs->xn_codes, s->n_tok);
     uint8_t *aq = *aq_out = out_codes(gs, Hv * hp->ssm_state_size % 256 == 0);
     bg_gpu_deltanet_args a = {
-        .n_tok = s->n_tok, .state = hp->ssm_state_size, .n_k_heads = hp->ssm_group_count,
+        .n_tok = s->n_tok, .seq_runs = seq_runs(s), .state = hp->ssm_state_size,
+        .n_k_heads = hp->ssm_group_count,
         .n_v_heads = hp->ssm_time_step_rank, .conv_kernel = hp->ssm_conv_kernel,
         .eps = hp->rms_eps, .conv_seq_floats = gs->plan.conv_layer_bytes / sizeof(float),
         .ssm_seq_floats = gs->plan.ssm_layer_bytes / sizeof(float), .q_width = s->q_width,
@@ -611,16 +623,18 @@ brigade_status bg_gpu_layers(bg_gpu_session *gs, brigade_session *s, brigade_err
             return gpu_fail(gs, err, "the forward pass (experts on the CPU)");
     if (gs->graphs && s->n_tok <= GRAPH_MAX_TOKENS) {
         /* every kernel reads positions from the device, so a step's graph
-         * depends only on the batch size */
+         * depends only on the batch size, and on whether each sequence's
+         * tokens are consecutive (DeltaNet's launches) */
+        const uint64_t key = s->n_tok | (uint64_t)seq_runs(s) << 32;
         bool replay = false;
-        int rc = gs->api->graph_begin(gs->g, s->n_tok, &replay);
+        int rc = gs->api->graph_begin(gs->g, key, &replay);
         if (rc < 0)
             return gpu_fail(gs, err, "the forward pass (graph)");
         if (rc == 0) {
             for (uint32_t il = from; !rc && !replay && il < hp->n_layers; il++)
                 rc = enqueue_layer(gs, s, il);
             /* end the capture even after an error, then report */
-            if (gs->api->graph_end(gs->g, s->n_tok) || rc)
+            if (gs->api->graph_end(gs->g, key) || rc)
                 return gpu_fail(gs, err, "the forward pass (graph)");
             return BRIGADE_OK;
         }

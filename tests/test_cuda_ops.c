@@ -480,6 +480,10 @@ static void deltanet_case(uint32_t S, uint32_t Hk, uint32_t Hv, uint32_t K,
     memset(R(ssm), 0, n_seq * a.ssm_seq_floats * 4);
     for (int step = 0; step < 2; step++) {
         a.n_tok = ns[step];
+        a.seq_runs = true; /* no sequence met again after another's token */
+        for (uint32_t i = 1; i < a.n_tok; i++)
+            for (uint32_t j = 0; j + 1 < i; j++)
+                a.seq_runs &= seqs[step][i] == seqs[step][i - 1] || seqs[step][j] != seqs[step][i];
         uint64_t qkv = put_random(a.n_tok * a.q_width, 1.0f), z = put_random(a.n_tok * a.a_width, 1.0f);
         uint64_t heads = put_random(a.n_tok * 2 * Hv, 1.0f), att = take(a.n_tok * a.a_width * 4);
         uint64_t ts = put(seqs[step], a.n_tok * 4);
@@ -507,6 +511,11 @@ static void deltanets(void)
     static const uint32_t mixed[] = {0, 1, 0, 0, 1, 1}, two[] = {1, 0};
     const uint32_t *const small[2] = {mixed, two};
     deltanet_case(64, 2, 4, 4, small, (const uint32_t[2]){6, 2});
+    /* a decode step's few tokens (convolved by the state's kernel) with
+     * a sequence's two in a row, then with a sequence met again (apart) */
+    static const uint32_t runs[] = {1, 1, 0}, again[] = {0, 1, 0};
+    const uint32_t *const few[2] = {runs, again};
+    deltanet_case(64, 2, 4, 4, few, (const uint32_t[2]){3, 3});
     static uint32_t long_run[21], one[1];
     for (uint32_t t = 0; t < 21; t++) /* seq 1 from token 11 on */
         long_run[t] = t > 10;

@@ -619,19 +619,19 @@ __device__ __forceinline__ void bg_dn_hist_move(float (&hist)[DN_MAX_CONV - 1], 
     }
 }
 
-// The causal depthwise convolution and the l2 norm of each q and k head.
-// Block b owns channels [b*S, b*S + S): a q head, a k head or a v head.
-// Each thread runs its channel through the tokens in order with the last
-// K - 1 inputs in registers (a sequence's history is loaded when its first
-// token comes and stored when another sequence's token follows); then the
-// block's warps normalize the q or k head of every token, as ops.c's
-// bg_l2norm.
-__global__ void k_dn_conv_l2(float *qkv, size_t q_width, const float *w, float *conv,
-                             uint64_t conv_seq, const uint32_t *tok_seq, uint32_t S,
-                             uint32_t n_heads2, uint32_t K, float eps, uint32_t n_tok)
+// Channel c's causal depthwise convolution through the tokens in order:
+// token t's output, silu(sum of the K weights times its input and the K -
+// 1 before), goes to out(t, value). The last K - 1 inputs ride in
+// registers; a sequence's history is loaded from the state when its first
+// token comes and, when store, stored back when another sequence's token
+// follows and at the end. Without store, each sequence's tokens must be
+// consecutive (a sequence met again would start from its stale state).
+template <typename OUT>
+__device__ __forceinline__ void bg_dn_conv_channel(const float *qkv, size_t q_width, uint32_t c,
+                                                   const float *w, float *conv, uint64_t conv_seq,
+                                                   const uint32_t *tok_seq, uint32_t K,
+                                                   uint32_t n_tok, bool store, OUT out)
 {
-    BG_KERNEL_ENTRY();
-    const uint32_t c = blockIdx.x * S + threadIdx.x;
     // the weights of the K - 1 previous inputs, and of the current one
     float wc[DN_MAX_CONV - 1], hist[DN_MAX_CONV - 1];
 #pragma unroll
@@ -641,13 +641,12 @@ __global__ void k_dn_conv_l2(float *qkv, size_t q_width, const float *w, float *
     uint32_t seq = UINT32_MAX;
     for (uint32_t t = 0; t < n_tok; t++) {
         if (tok_seq[t] != seq) {
-            if (seq != UINT32_MAX)
+            if (store && seq != UINT32_MAX)
                 bg_dn_hist_move(hist, conv + seq * conv_seq + (size_t)c * (K - 1), K, true);
             seq = tok_seq[t];
             bg_dn_hist_move(hist, conv + seq * conv_seq + (size_t)c * (K - 1), K, false);
         }
-        float *x = qkv + (size_t)t * q_width + c;
-        const float in = *x;
+        const float in = qkv[(size_t)t * q_width + c];
         float acc = 0.0f;
 #pragma unroll
         for (uint32_t j = 0; j + 1 < DN_MAX_CONV; j++)
@@ -663,21 +662,40 @@ __global__ void k_dn_conv_l2(float *qkv, size_t q_width, const float *w, float *
             for (uint32_t j = 0; j + 1 < DN_MAX_CONV; j++)
                 if (j + 2 == K)
                     hist[j] = in;
-        *x = bg_silu(acc);
+        out(t, bg_silu(acc));
     }
-    if (seq != UINT32_MAX)
+    if (store && seq != UINT32_MAX)
         bg_dn_hist_move(hist, conv + seq * conv_seq + (size_t)c * (K - 1), K, true);
+}
+
+// A q or k head's row x of S values scaled to unit length, then by
+// 1 / sqrt(S), as ops.c's bg_l2norm and the model's q scaling, by the
+// calling warp.
+__device__ __forceinline__ void bg_dn_l2(float *x, uint32_t S, float eps)
+{
+    const float s = 1.0f / sqrtf((float)S);
+    const float scale = 1.0f / sqrtf(bg_warp_mean_sq(x, S) + eps / (float)S);
+    for (uint32_t j = threadIdx.x % 32; j < S; j += 32)
+        x[j] = (x[j] * scale) * s;
+}
+
+// The convolution, in place, and the l2 norm of each q and k head (the
+// micro-batches that k_dn_recur does not convolve itself). Block b owns
+// channels [b*S, b*S + S): a q head, a k head or a v head, a thread each;
+// then the block's warps normalize the q or k head of every token.
+__global__ void k_dn_conv_l2(float *qkv, size_t q_width, const float *w, float *conv,
+                             uint64_t conv_seq, const uint32_t *tok_seq, uint32_t S,
+                             uint32_t n_heads2, uint32_t K, float eps, uint32_t n_tok)
+{
+    BG_KERNEL_ENTRY();
+    const uint32_t c = blockIdx.x * S + threadIdx.x;
+    bg_dn_conv_channel(qkv, q_width, c, w, conv, conv_seq, tok_seq, K, n_tok, true,
+                       [&](uint32_t t, float v) { qkv[(size_t)t * q_width + c] = v; });
     if (blockIdx.x >= n_heads2)
         return; // a v head: no norm
     __syncthreads(); // the block's outputs, every token
-    const uint32_t lane = threadIdx.x % 32, n_warps = blockDim.x / 32;
-    const float s = 1.0f / sqrtf((float)S);
-    for (uint32_t t = threadIdx.x / 32; t < n_tok; t += n_warps) {
-        float *x = qkv + (size_t)t * q_width + (size_t)blockIdx.x * S;
-        const float scale = 1.0f / sqrtf(bg_warp_mean_sq(x, S) + eps / (float)S);
-        for (uint32_t j = lane; j < S; j += 32)
-            x[j] = (x[j] * scale) * s;
-    }
+    for (uint32_t t = threadIdx.x / 32; t < n_tok; t += blockDim.x / 32)
+        bg_dn_l2(qkv + (size_t)t * q_width + (size_t)blockIdx.x * S, S, eps);
 }
 
 // The gated norm per value head of token t, rmsnorm(o) * w * silu(z), a
@@ -700,10 +718,17 @@ __device__ __forceinline__ void bg_block_dn_norm(float *attn, size_t a_width, co
     bg_block_code_after(row, Hv * S, aq, t);
 }
 
-// The gated norm's operands, and a counter when the state's last block
-// runs it (a decode step), else NULL.
-struct bg_dn_norm {
-    const float *z, *w;
+// What k_dn_recur takes on for a decode step (counter set; NULL: the
+// convolution and the norm run apart): the convolution and l2 norms of its
+// tokens (the q and k heads by every block of a head, each v row by its
+// block, the q and k heads' state by the last block, once every block has
+// read it) and, in the last block, the gated norm.
+struct bg_dn_fused {
+    const float *conv_w;
+    float *conv;
+    uint64_t conv_seq;
+    uint32_t K;
+    const float *z, *norm_w;
     float eps;
     uint8_t *aq;
     int *counter;
@@ -717,10 +742,11 @@ struct bg_dn_norm {
 // (loaded when a sequence's token comes, stored when another sequence's
 // follows) and the state crosses memory once per launch, not per token.
 // The block stages DN_CHUNK tokens' k, q, its v entries and gates in
-// shared memory at a time. Given a counter, the last block to finish runs
-// the gated norm of every token.
+// shared memory at a time; a decode step's (f.counter set) convolved here,
+// in one chunk.
 enum { DN_WARPS = 4, DN_RPW = 4, DN_ROWS = DN_WARPS * DN_RPW, DN_MAX_PER_LANE = 8, DN_CHUNK = 8 };
-enum { DN_TAIL_TOKENS = 4 }; // the most tokens whose norm the state's last block runs
+enum { DN_TAIL_TOKENS = 4 }; // the most tokens k_dn_recur convolves and norms itself
+static_assert((int)DN_TAIL_TOKENS <= (int)DN_CHUNK, "a decode step is one chunk");
 
 // A warp's DN_RPW state rows (rows: the first, S floats each) from
 // registers to memory (store) or back; lane l holds elements l, l + 32, ...
@@ -746,7 +772,7 @@ __global__ void __launch_bounds__(DN_WARPS * 32)
     k_dn_recur(const float *qkv, size_t q_width, const float *heads, const float *dt,
                const float *a_log, float *ssm, uint64_t ssm_seq, float *attn, size_t a_width,
                const uint32_t *tok_seq, uint32_t S, uint32_t Hk, uint32_t Hv, uint32_t n_tok,
-               const bg_dn_norm norm)
+               const bg_dn_fused f)
 {
     BG_KERNEL_ENTRY();
     __shared__ float sk[DN_CHUNK][32 * DN_MAX_PER_LANE], sq[DN_CHUNK][32 * DN_MAX_PER_LANE];
@@ -759,15 +785,32 @@ __global__ void __launch_bounds__(DN_WARPS * 32)
     for (uint32_t t0 = 0; t0 < n_tok; t0 += DN_CHUNK) {
         const uint32_t nt = n_tok - t0 < (uint32_t)DN_CHUNK ? n_tok - t0 : (uint32_t)DN_CHUNK;
         __syncthreads(); // the previous chunk is used up
-        for (uint32_t i = threadIdx.x; i < nt * S; i += blockDim.x) {
-            const float *x = qkv + (size_t)(t0 + i / S) * q_width + (h % Hk) * S + i % S;
-            sq[i / S][i % S] = x[0];
-            sk[i / S][i % S] = x[key_dim];
+        if (f.counter) { // the only chunk (n_tok <= DN_TAIL_TOKENS)
+            const uint32_t qc = (h % Hk) * S, vc = 2 * key_dim + h * S + blockIdx.y * DN_ROWS;
+            for (uint32_t j = threadIdx.x; j < S; j += blockDim.x) {
+                bg_dn_conv_channel(qkv, q_width, qc + j, f.conv_w, f.conv, f.conv_seq, tok_seq,
+                                   f.K, n_tok, false, [&](uint32_t t, float v) { sq[t][j] = v; });
+                bg_dn_conv_channel(qkv, q_width, key_dim + qc + j, f.conv_w, f.conv, f.conv_seq,
+                                   tok_seq, f.K, n_tok, false,
+                                   [&](uint32_t t, float v) { sk[t][j] = v; });
+            }
+            for (uint32_t j = threadIdx.x; j < DN_ROWS; j += blockDim.x)
+                bg_dn_conv_channel(qkv, q_width, vc + j, f.conv_w, f.conv, f.conv_seq, tok_seq,
+                                   f.K, n_tok, true, [&](uint32_t t, float v) { sv[t][j] = v; });
+            __syncthreads();
+            for (uint32_t i = w; i < 2 * nt; i += DN_WARPS)
+                bg_dn_l2(i < nt ? sq[i] : sk[i - nt], S, f.eps);
+        } else {
+            for (uint32_t i = threadIdx.x; i < nt * S; i += blockDim.x) {
+                const float *x = qkv + (size_t)(t0 + i / S) * q_width + (h % Hk) * S + i % S;
+                sq[i / S][i % S] = x[0];
+                sk[i / S][i % S] = x[key_dim];
+            }
+            for (uint32_t i = threadIdx.x; i < nt * DN_ROWS; i += blockDim.x)
+                sv[i / DN_ROWS][i % DN_ROWS] = qkv[(size_t)(t0 + i / DN_ROWS) * q_width +
+                                                    2 * key_dim + (size_t)h * S +
+                                                    blockIdx.y * DN_ROWS + i % DN_ROWS];
         }
-        for (uint32_t i = threadIdx.x; i < nt * DN_ROWS; i += blockDim.x)
-            sv[i / DN_ROWS][i % DN_ROWS] = qkv[(size_t)(t0 + i / DN_ROWS) * q_width +
-                                                2 * key_dim + (size_t)h * S +
-                                                blockIdx.y * DN_ROWS + i % DN_ROWS];
         for (uint32_t i = threadIdx.x; i < nt; i += blockDim.x) {
             const float *row = heads + (size_t)(t0 + i) * 2 * Hv;
             sbeta[i] = bg_sigmoid(row[h]);
@@ -824,11 +867,15 @@ __global__ void __launch_bounds__(DN_WARPS * 32)
     }
     if (seq != UINT32_MAX)
         bg_dn_rows_move(m, ssm + seq * ssm_seq + ((size_t)h * S + r0) * S, S, true);
-    if (!norm.counter || !bg_block_arrives_last(norm.counter, (int)(gridDim.x * gridDim.y)))
+    if (!f.counter || !bg_block_arrives_last(f.counter, (int)(gridDim.x * gridDim.y)))
         return;
+    // every block has read the q and k heads' history: now it moves on
+    for (uint32_t c = threadIdx.x; c < 2 * key_dim; c += blockDim.x)
+        bg_dn_conv_channel(qkv, q_width, c, f.conv_w, f.conv, f.conv_seq, tok_seq, f.K, n_tok,
+                           true, [](uint32_t, float) {});
     for (uint32_t t = 0; t < n_tok; t++) {
         __syncthreads(); // the previous token's coding is done with its row
-        bg_block_dn_norm(attn, a_width, norm.z, norm.w, S, Hv, norm.eps, norm.aq, t);
+        bg_block_dn_norm(attn, a_width, f.z, f.norm_w, S, Hv, f.eps, f.aq, t);
     }
 }
 
@@ -841,8 +888,8 @@ __global__ void k_dn_norm(float *attn, size_t a_width, const float *z, const flo
 }
 
 // Three launches: convolution with the q/k norms, the state (with the
-// gates), the gated output norm; two for a decode step, whose state's
-// last block runs the norm. The state's rows spread over S / DN_ROWS
+// gates), the gated output norm; one for a decode step (k_dn_recur with
+// the convolution and the norm). The state's rows spread over S / DN_ROWS
 // blocks per head, so a decode step has Hv * S / 16 blocks at work.
 extern "C" int bg_cuda_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float *d_qkv,
                                 const float *d_z, float *d_heads, const float *d_dt,
@@ -865,19 +912,23 @@ extern "C" int bg_cuda_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float 
         return -1;
     if (!n)
         return 0;
-    BG_LAUNCH(2 * Hk + Hv, S, 0, g->stream, k_dn_conv_l2)(d_qkv, a->q_width, d_conv_w, d_conv,
-                                                        a->conv_seq_floats, d_tok_seq, S,
-                                                        2 * Hk, a->conv_kernel, a->eps, n);
-    if (bg_cuda_launched(g, "DeltaNet convolution"))
-        return -1;
-    const bool tail = g->counters && n <= DN_TAIL_TOKENS;
-    const bg_dn_norm norm = {d_z, d_norm_w, a->eps, d_attn_q, tail ? g->counters : NULL};
+    const bool fused = g->counters && n <= DN_TAIL_TOKENS && a->seq_runs;
+    if (!fused) {
+        BG_LAUNCH(2 * Hk + Hv, S, 0, g->stream, k_dn_conv_l2)(
+            d_qkv, a->q_width, d_conv_w, d_conv, a->conv_seq_floats, d_tok_seq, S, 2 * Hk,
+            a->conv_kernel, a->eps, n);
+        if (bg_cuda_launched(g, "DeltaNet convolution"))
+            return -1;
+    }
+    const bg_dn_fused f = {d_conv_w, d_conv,   a->conv_seq_floats, a->conv_kernel,
+                           d_z,      d_norm_w, a->eps,             d_attn_q,
+                           fused ? g->counters : NULL};
     BG_LAUNCH(dim3(Hv, S / DN_ROWS), DN_WARPS * 32, 0, g->stream, k_dn_recur)(
         d_qkv, a->q_width, d_heads, d_dt, d_a, d_ssm, a->ssm_seq_floats, d_attn, a->a_width,
-        d_tok_seq, S, Hk, Hv, n, norm);
+        d_tok_seq, S, Hk, Hv, n, f);
     if (bg_cuda_launched(g, "DeltaNet state"))
         return -1;
-    if (tail)
+    if (fused)
         return 0;
     BG_LAUNCH(n, 256, 0, g->stream, k_dn_norm)(d_attn, a->a_width, d_z, d_norm_w, S, Hv, a->eps,
                                                d_attn_q);
