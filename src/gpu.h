@@ -102,9 +102,6 @@ typedef struct bg_gpu_moe_args {
  * input again. NULL: none. */
 #define BG_GPU_ACT_CODE_BYTES(n_in) (((uint64_t)(n_in) + (uint64_t)(n_in) / 8 + 15) / 16 * 16)
 
-/* Host ranges a backend keeps locked (host_pin). */
-#define BG_GPU_MAX_PINNED 16
-
 /* Experts per layer the device's routing handles (its registers). */
 #define BG_GPU_MAX_EXPERTS 512u
 
@@ -159,11 +156,8 @@ typedef struct bg_gpu_api {
     int (*download_async)(bg_gpu *g, void *dst, const void *d_src, uint64_t bytes);
     int (*zero)(bg_gpu *g, void *d_dst, uint64_t bytes);
     /* Host memory the device copies to and from at full speed (page-
-     * locked): host_pin locks a host range until destroy, at most
-     * BG_GPU_MAX_PINNED of them; host_alloc allocates such memory, which
-     * host_free releases (also after destroy). Only a speed-up: a caller
-     * may go on without it. */
-    int (*host_pin)(bg_gpu *g, void *host, uint64_t bytes);
+     * locked), which host_free releases (also after destroy). Only a
+     * speed-up: a caller may go on with plain memory without it. */
     int (*host_alloc)(bg_gpu *g, uint64_t bytes, void **out);
     void (*host_free)(void *host);
     /* Device memory (inside the arena): BG_GPU_COUNTER_BYTES of counters

@@ -249,18 +249,15 @@ void bg_gpu_session_free(bg_gpu_session *gs)
 
 const bg_gpu_split *bg_gpu_session_split(const bg_gpu_session *gs) { return &gs->split; }
 
-void bg_gpu_pin_buffers(bg_gpu_session *gs, const brigade_session *s)
+bool bg_gpu_buffer_crosses(int buf)
 {
-    const int copied[] = {BG_BUF_X,      BG_BUF_XN,      BG_BUF_OUT,    BG_BUF_CHOSEN,
-                          BG_BUF_CHOSEN_W, BG_BUF_TOK_SEQ, BG_BUF_TOK_POS};
-    void *const host[BG_BUF_COUNT] = {
-        [BG_BUF_X] = s->x,           [BG_BUF_XN] = s->xn,           [BG_BUF_OUT] = s->out,
-        [BG_BUF_CHOSEN] = s->chosen, [BG_BUF_CHOSEN_W] = s->chosen_w,
-        [BG_BUF_TOK_SEQ] = s->tok_seq, [BG_BUF_TOK_POS] = s->tok_pos,
-    };
-    for (size_t i = 0; i < sizeof copied / sizeof *copied; i++)
-        if (gs->api->host_pin(gs->g, host[copied[i]], s->plan.buf_bytes[copied[i]]))
-            return; /* only slower: copies from pageable memory */
+    switch (buf) {
+    case BG_BUF_X: case BG_BUF_XN: case BG_BUF_OUT: case BG_BUF_CHOSEN: case BG_BUF_CHOSEN_W:
+    case BG_BUF_TOK_SEQ: case BG_BUF_TOK_POS:
+        return true;
+    default:
+        return false;
+    }
 }
 
 void *bg_gpu_host_alloc(bg_gpu_session *gs, uint64_t bytes, void (**release)(void *))

@@ -29,12 +29,12 @@ brigade_status bg_gpu_session_new(const brigade_model *m, const bg_session_plan 
 void bg_gpu_session_free(bg_gpu_session *gs);
 
 const bg_gpu_split *bg_gpu_session_split(const bg_gpu_session *gs);
-/* Locks the session's buffers that cross to and from the device (the
- * hidden state, the experts' choice, token positions) so that their copies
- * run at full speed; unlocked when the GPU session ends. Best effort. */
-void bg_gpu_pin_buffers(bg_gpu_session *gs, const brigade_session *s);
-/* Page-locked host memory (for the logits), and how to release it (also
- * after the session), or NULL. */
+/* Whether the session's buffer (BG_BUF_*) crosses to and from the device
+ * (the hidden state, the experts' choice, token positions): it is then
+ * allocated page-locked, so its copies run at full speed. */
+bool bg_gpu_buffer_crosses(int buf);
+/* Page-locked host memory (the crossing buffers, the logits), and how to
+ * release it (also after the session), or NULL. */
 void *bg_gpu_host_alloc(bg_gpu_session *gs, uint64_t bytes, void (**release)(void *));
 void bg_gpu_session_report(const bg_gpu_session *gs, brigade_gpu_report *out);
 

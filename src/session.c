@@ -67,8 +67,23 @@ static brigade_status alloc_state(brigade_session *s, brigade_error *err)
         [BG_BUF_TOK_SEQ] = (void **)&s->tok_seq, [BG_BUF_TOK_POS] = (void **)&s->tok_pos,
         [BG_BUF_SEQ_PAST] = (void **)&s->seq_past, [BG_BUF_SEQ_COUNT] = (void **)&s->seq_count,
     };
-    for (int i = 0; i < BG_BUF_COUNT; i++)
-        *bufs[i] = alloc_bytes(&a, p->buf_bytes[i]);
+    for (int i = 0; i < BG_BUF_COUNT; i++) {
+        /* those that cross to and from a device: page-locked, so their
+         * copies run at full speed (else plain memory) */
+        void (*release)(void *) = free;
+        void *p_locked = s->gpu && bg_gpu_buffer_crosses(i)
+                             ? bg_gpu_host_alloc(s->gpu, p->buf_bytes[i], &release)
+                             : NULL;
+        if (p_locked) {
+            memset(p_locked, 0, p->buf_bytes[i]);
+            a.bytes += p->buf_bytes[i];
+            *bufs[i] = p_locked;
+        } else {
+            release = free;
+            *bufs[i] = alloc_bytes(&a, p->buf_bytes[i]);
+        }
+        s->buf_release[i] = release;
+    }
     s->allocated_bytes = a.bytes;
     if (a.failed)
         return bg_fail(err, BRIGADE_ERR_NOMEM,
@@ -195,8 +210,6 @@ brigade_status brigade_session_new(const brigade_model *model, const brigade_ses
         brigade_session_free(s);
         return st;
     }
-    if (s->gpu)
-        bg_gpu_pin_buffers(s->gpu, s);
     *out = s;
     return BRIGADE_OK;
 }
@@ -244,12 +257,22 @@ void brigade_session_free(brigade_session *s)
         free(s->layers[il].ssm);
     }
     free(s->layers);
-    void *bufs[] = {s->x,      s->xn,      s->out,    s->q,      s->kv,     s->attn,
-                    s->gate,   s->router,  s->heads,  s->ff_gate, s->ff_up,  s->gx,
-                    s->gy,     s->slot_out, s->chosen, s->chosen_w, s->members, s->xq,
-                        s->tok_seq, s->tok_pos, s->seq_past, s->seq_count};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
-        free(bufs[i]);
+    void *const bufs[BG_BUF_COUNT] = {
+        [BG_BUF_X] = s->x,             [BG_BUF_XN] = s->xn,
+        [BG_BUF_OUT] = s->out,         [BG_BUF_Q] = s->q,
+        [BG_BUF_KV] = s->kv,           [BG_BUF_ATTN] = s->attn,
+        [BG_BUF_GATE] = s->gate,       [BG_BUF_ROUTER] = s->router,
+        [BG_BUF_HEADS] = s->heads,     [BG_BUF_FF_GATE] = s->ff_gate,
+        [BG_BUF_FF_UP] = s->ff_up,     [BG_BUF_GX] = s->gx,
+        [BG_BUF_GY] = s->gy,           [BG_BUF_SLOT_OUT] = s->slot_out,
+        [BG_BUF_CHOSEN] = s->chosen,   [BG_BUF_CHOSEN_W] = s->chosen_w,
+        [BG_BUF_MEMBERS] = s->members, [BG_BUF_XQ] = s->xq,
+        [BG_BUF_TOK_SEQ] = s->tok_seq, [BG_BUF_TOK_POS] = s->tok_pos,
+        [BG_BUF_SEQ_PAST] = s->seq_past, [BG_BUF_SEQ_COUNT] = s->seq_count,
+    };
+    for (int i = 0; i < BG_BUF_COUNT; i++)
+        if (bufs[i]) /* the device's release after the device: page-locked host memory */
+            (s->buf_release[i] ? s->buf_release[i] : free)(bufs[i]);
     bg_pool_release(s->pool);
     free(s);
 }

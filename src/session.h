@@ -55,6 +55,9 @@ struct brigade_session {
     float *chosen_w;  /* [ub][n_expert_used] their weights */
     int32_t *members; /* [ub * n_expert_used] (token, rank) slots routed to one expert */
     void *xq;       /* converted activations for bg_matmul, or the micro-batch's queries */
+    /* how each buffer above is released: free, or the device's for the
+     * page-locked ones that cross to and from it */
+    void (*buf_release[BG_BUF_COUNT])(void *);
 };
 
 /* One sequence's state in a layer. */

@@ -66,10 +66,6 @@ static int m_zero(bg_gpu *g, void *dst, uint64_t n)
     return 0;
 }
 static int m_sync(bg_gpu *g) { return (void)g, 0; }
-static int m_host_pin(bg_gpu *g, void *host, uint64_t bytes)
-{
-    return (void)g, (void)host, (void)bytes, 0;
-}
 static int m_host_alloc(bg_gpu *g, uint64_t bytes, void **out)
 {
     (void)g;
@@ -551,7 +547,6 @@ static const bg_gpu_api mock = {
     .download = m_copy,
     .download_async = m_copy,
     .zero = m_zero,
-    .host_pin = m_host_pin,
     .host_alloc = m_host_alloc,
     .host_free = m_host_free,
     .set_scratch = m_set_scratch,

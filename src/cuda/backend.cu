@@ -109,8 +109,6 @@ static void gpu_destroy(bg_gpu *g)
     for (int i = 0; i < g->n_graphs; i++)
         cudaGraphExecDestroy(g->graphs[i].exec);
     cudaStreamSynchronize(g->stream);
-    for (int i = 0; i < g->n_pinned; i++)
-        cudaHostUnregister(g->pinned[i]);
     cudaFree(g->arena);
     cudaStreamDestroy(g->stream);
     free(g);
@@ -152,18 +150,6 @@ static int gpu_download(bg_gpu *g, void *dst, const void *d_src, uint64_t bytes)
                  "copy from the device"))
         return -1;
     return bg_check(g, cudaStreamSynchronize(g->stream), "the device's work");
-}
-
-static int gpu_host_pin(bg_gpu *g, void *host, uint64_t bytes)
-{
-    if (g->n_pinned == BG_GPU_MAX_PINNED) {
-        snprintf(g->err, sizeof g->err, "more than %d host ranges locked", BG_GPU_MAX_PINNED);
-        return -1;
-    }
-    if (bg_check(g, cudaHostRegister(host, bytes, cudaHostRegisterDefault), "locking host memory"))
-        return -1;
-    g->pinned[g->n_pinned++] = host;
-    return 0;
 }
 
 static int gpu_host_alloc(bg_gpu *g, uint64_t bytes, void **out)
@@ -355,7 +341,6 @@ static const bg_gpu_api api = {
     gpu_download, // download
     gpu_download_async, // download_async
     gpu_zero, // zero
-    gpu_host_pin, // host_pin
     gpu_host_alloc, // host_alloc
     gpu_host_free, // host_free
     gpu_set_scratch, // set_scratch

@@ -103,8 +103,6 @@ struct bg_gpu {
     uint64_t capture_key;
     int n_graphs;
     bg_gpu_graph graphs[BG_GPU_MAX_GRAPHS];
-    int n_pinned;
-    void *pinned[BG_GPU_MAX_PINNED]; // host_pin's ranges, unlocked by destroy
     char err[256];
 };
 

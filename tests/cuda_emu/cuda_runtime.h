@@ -86,12 +86,9 @@ cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaMalloc(void **p, size_t bytes);
 cudaError_t cudaFree(void *p);
-// Host memory: plain malloc; locking a range does nothing here.
-#define cudaHostRegisterDefault 0u
+// Page-locked host memory: plain malloc here.
 cudaError_t cudaMallocHost(void **p, size_t bytes);
 cudaError_t cudaFreeHost(void *p);
-cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned flags);
-cudaError_t cudaHostUnregister(void *p);
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t s);

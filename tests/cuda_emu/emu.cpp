@@ -293,12 +293,6 @@ cudaError_t cudaFreeHost(void *p)
     free(p);
     return cudaSuccess;
 }
-cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned flags)
-{
-    (void)flags;
-    return p && bytes ? cudaSuccess : cudaErrorInvalidValue;
-}
-cudaError_t cudaHostUnregister(void *p) { return p ? cudaSuccess : cudaErrorInvalidValue; }
 cudaError_t cudaFree(void *p)
 {
     if (!p)
