@@ -197,9 +197,12 @@ void cli_print_gpu(const brigade_session *session)
             "gpu: %s: %u layers on the GPU, routed experts of %u on the CPU, %u tensors; "
             "arena %.3f GiB (weights %.3f, caches %.3f, scratch %.3f); planned %.3f GiB "
             "(%.3f GiB of it runtime overhead), measured %.3f GiB, runtime %.3f GiB, "
-            "free %.2f of %.2f GiB before\n",
+            "free %.2f of %.2f GiB before",
             r.device, r.n_gpu_layers, r.n_cpu_moe_layers, r.n_tensors, r.arena_bytes / G,
             r.weights_bytes / G, r.state_bytes / G, r.scratch_bytes / G, r.planned_bytes / G,
             r.overhead_bytes / G, r.measured_bytes / G, r.runtime_bytes / G,
             r.free_before / G, r.total / G);
+    if (r.decode_kernels)
+        fprintf(stderr, "; a decode step's graph: %u kernels", r.decode_kernels);
+    fprintf(stderr, "\n");
 }

@@ -252,6 +252,8 @@ typedef struct brigade_gpu_report {
     uint64_t runtime_bytes;  /* total minus free once the runtime had started: its
                               * context (and anything else on the card) */
     uint64_t free_before, total; /* the card */
+    uint32_t decode_kernels; /* kernels in the graph a one-token decode step replays (its
+                              * layers after any with experts on the CPU); 0 until one ran */
 } brigade_gpu_report;
 void brigade_session_gpu(const brigade_session *session, brigade_gpu_report *out);
 

@@ -243,6 +243,9 @@ bench() {
     # the placement brigade ran, for llama.cpp's run beside it
     PLACED=$(grep '^gpu: ' "$WORK/b.err" | head -n 1 |
         sed -n 's/.*: \([0-9]*\) layers on the GPU, routed experts of \([0-9]*\) on.*/\1 \2/p')
+    # the first run's (all on the GPU): the kernels a decode step replays
+    [ -n "${KERNELS:-}" ] || KERNELS=$(grep '^gpu: ' "$WORK/b.err" |
+        sed -n "s/.*a decode step's graph: \([0-9]*\) kernels.*/\1/p" | tail -n 1)
 }
 : > "$WORK/bench.md"; : > "$WORK/brigade.txt"; : > "$WORK/llama.txt"
 for budget in "" 24G 16G; do
@@ -302,7 +305,8 @@ print(int(sum(v for n, v in w.items() if n not in ("routed_experts", "token_embd
         BW=$(build-gpu/membw 2>>"$LOG")
     fi
     echo "Weight bytes per decode token: ${PER_TOK:-?} (experts: $n_used of $n_exp);" \
-        "copy bandwidth: ${BW:-not measured} GB/s."
+        "copy bandwidth: ${BW:-not measured} GB/s; kernels a decode step's graph" \
+        "replays: ${KERNELS:-?}."
     echo
     echo "| placement | test | t/s | weight GB/s | share of the copy bandwidth |"
     echo "| --- | --- | ---: | ---: | ---: |"

@@ -253,9 +253,10 @@ typedef struct bg_gpu_api {
      * enqueue nothing, end launches it) or clear (capturing: enqueue the
      * step, end instantiates and launches it); 1 if graphs are unavailable
      * (nothing captured: run eagerly, do not call end); -1 on error. end
-     * returns 0, or -1 on error. */
+     * returns 0, or -1 on error; after a capture *n_nodes is the graph's
+     * size (its kernels and copies), after a replay it is left alone. */
     int (*graph_begin)(bg_gpu *g, uint64_t key, bool *replay);
-    int (*graph_end)(bg_gpu *g, uint64_t key);
+    int (*graph_end)(bg_gpu *g, uint64_t key, uint32_t *n_nodes);
 } bg_gpu_api;
 
 /* The CUDA implementation, or NULL in a build without CUDA=1. */

@@ -631,8 +631,11 @@ brigade_status bg_gpu_layers(bg_gpu_session *gs, brigade_session *s, brigade_err
             for (uint32_t il = from; !rc && !replay && il < hp->n_layers; il++)
                 rc = enqueue_layer(gs, s, il);
             /* end the capture even after an error, then report */
-            if (gs->api->graph_end(gs->g, key) || rc)
+            uint32_t n_nodes = 0;
+            if (gs->api->graph_end(gs->g, key, &n_nodes) || rc)
                 return gpu_fail(gs, err, "the forward pass (graph)");
+            if (s->n_tok == 1 && n_nodes)
+                gs->report.decode_kernels = n_nodes;
             return BRIGADE_OK;
         }
         /* graphs unavailable: run eagerly below */

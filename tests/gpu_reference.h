@@ -526,7 +526,10 @@ static int m_graph_begin(bg_gpu *g, uint64_t key, bool *replay)
     *replay = false;
     return 1; /* no graphs: eager */
 }
-static int m_graph_end(bg_gpu *g, uint64_t key) { return (void)g, (void)key, 0; }
+static int m_graph_end(bg_gpu *g, uint64_t key, uint32_t *n_nodes)
+{
+    return (void)g, (void)key, (void)n_nodes, 0;
+}
 
 /* The table's matmul: coded rows (gpu.h) are left to the device. */
 static int m_matmul_coded(bg_gpu *g, uint32_t type, const void *w, uint64_t n_in, uint64_t n_out,

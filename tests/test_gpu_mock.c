@@ -260,7 +260,7 @@ static int g_begin(bg_gpu *g, uint64_t key, bool *replay)
     capturing = n_keys++;
     return 0;
 }
-static int g_end(bg_gpu *g, uint64_t key)
+static int g_end(bg_gpu *g, uint64_t key, uint32_t *n_nodes)
 {
     int k = capturing;
     capturing = -1;
@@ -272,6 +272,7 @@ static int g_end(bg_gpu *g, uint64_t key)
         replays++;
     } else {
         captures++;
+        *n_nodes = (uint32_t)n_recs[k]; /* the device calls recorded */
     }
     run_recs(g, k);
     return 0;
@@ -564,6 +565,31 @@ static void split_graphs(const char *dir)
     remove(path);
 }
 
+/* The kernels a one-token decode step's graph holds, as the report gives
+ * them, against the count the design says (want). */
+static void decode_kernels(const char *dir, uint32_t type, uint32_t want)
+{
+    char path[512];
+    brigade_error err;
+    brigade_model *m = synth_model(path, dir, "kernels", "tiny-qwen35moe", type, 6);
+    if (!m)
+        return;
+    brigade_session_options o = {.n_ctx = 32, .n_threads = 2, .n_ubatch = 8, .n_gpu_layers = 99};
+    brigade_session *s = NULL;
+    brigade_status st = brigade_session_new(m, &o, &s, &err);
+    int32_t toks[3] = {5, 6, 7};
+    for (int i = 0; i < 3 && !st; i++)
+        st = brigade_session_eval(s, toks + i, 1, false, NULL, &err);
+    brigade_gpu_report r = {0};
+    if (!st)
+        brigade_session_gpu(s, &r);
+    CHECK(!st && r.decode_kernels == want, "decode step of tiny-qwen35moe %s: %u kernels, want %u%s%s",
+          brigade_type_name(type), r.decode_kernels, want, st ? ": " : "", st ? err.message : "");
+    brigade_session_free(s);
+    brigade_model_free(m);
+    remove(path);
+}
+
 /* Page-locked host memory from the device: a GPU session's 7 buffers that
  * cross, and a logits buffer from the session (released through the
  * device, also after the session); on the CPU plain memory. The logits in
@@ -632,9 +658,17 @@ int main(void)
     compare(dir, "tiny-qwen35moe", BG_TYPE_Q4_K, 1e-3);
     compare(dir, "tiny-qwen3moe", BG_TYPE_Q8_0, 1e-3);
     long_decode(dir, 1e-6);
+    /* the first layer's norm, then 6 per DeltaNet layer (in-projections;
+     * convolution, state and gated norm; out projection with the residual
+     * and norm; router with the routing; gate/up; down with the layer's
+     * end) and 8 for the attention layer (q/k/v; prepare; attention; its
+     * output coded, heads of 64 not being whole K-quant blocks; then as
+     * DeltaNet's last four): 1 + 3 * 6 + 8 */
+    decode_kernels(dir, BG_TYPE_Q4_K, 27);
     rmdir(dir);
     return check_summary("test_gpu_device");
 #else
+    (void)decode_kernels; /* the device's kernels only */
     bg_gpu_api_override(&mock);
     /* The stand-in's arithmetic is the CPU reference's up to summation
      * order, the SIMD kernels' roundings and f16 V accumulation: float

@@ -307,7 +307,7 @@ static int gpu_graph_begin(bg_gpu *g, uint64_t key, bool *replay)
 
 // Launches the graph for key: the one just captured (instantiated first)
 // or the one replayed.
-static int gpu_graph_end(bg_gpu *g, uint64_t key)
+static int gpu_graph_end(bg_gpu *g, uint64_t key, uint32_t *n_nodes)
 {
     if (!g->capturing) {
         for (int i = 0; i < g->n_graphs; i++)
@@ -321,6 +321,9 @@ static int gpu_graph_end(bg_gpu *g, uint64_t key)
     cudaGraph_t graph = NULL;
     if (bg_check(g, cudaStreamEndCapture(g->stream, &graph), "ending a graph capture"))
         return -1;
+    size_t nodes = 0;
+    if (cudaGraphGetNodes(graph, NULL, &nodes) == cudaSuccess)
+        *n_nodes = (uint32_t)nodes;
     cudaGraphExec_t exec = NULL;
     cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);

@@ -372,6 +372,14 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph)
     s->graph = NULL;
     return cudaSuccess;
 }
+// Only the count: the recorded launches (every node here is a kernel).
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *n)
+{
+    if (nodes)
+        return cudaErrorInvalidValue;
+    *n = graph->launches.size();
+    return cudaSuccess;
+}
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long)
 {
     *exec = new bg_emu_graph(*graph);
