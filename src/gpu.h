@@ -57,6 +57,7 @@ typedef struct bg_gpu_attn_args {
     uint64_t k_seq_bytes, v_seq_bytes; /* one sequence's cache */
     uint32_t k_rotation, v_rotation; /* Hadamard sizes, 0: none */
     bool gated;                      /* qwen35moe: q interleaved with its gate per head */
+    bool seq_single;                 /* each token its sequence's only one (a decode step) */
     uint32_t rope_dims;
     float rope_base, eps, scale;
     size_t q_width, a_width, kv_width; /* row strides of q, attn/gate, kv (floats) */
@@ -108,9 +109,10 @@ typedef struct bg_gpu_moe_args {
 /* The backend's own device counters, at the start of the scratch
  * (set_scratch): kernels whose last block to finish completes their work
  * (a residual and norm after a product, routing after the router's
- * product, the experts' sum after their down rows) count their blocks
- * there instead of taking a launch of their own. */
-#define BG_GPU_COUNTER_BYTES 256u
+ * product, the experts' sum after their down rows, the merge of a decode
+ * step's attention ranges) count their blocks there instead of taking a
+ * launch of their own. */
+#define BG_GPU_COUNTER_BYTES 4096u
 
 /* The end of a feed-forward half, per token t (rows of n): o = the sum
  * over ranks k of w[t][k] * slot[t][k], in rank order (n_used rows per

@@ -321,6 +321,36 @@ static uint8_t *out_codes(const bg_gpu_session *gs, bool whole_blocks)
     return whole_blocks ? gs->attn_codes : NULL;
 }
 
+/* Micro-batches up to this size replay a captured graph (decode steps of
+ * up to this many sequences); larger ones run eagerly. */
+enum { GRAPH_MAX_TOKENS = 16 };
+
+/* How a micro-batch of up to GRAPH_MAX_TOKENS tokens falls into
+ * sequences, which decides some kernels (and so is part of a graph's
+ * key): each sequence's tokens consecutive (runs), or each token alone in
+ * its sequence (single, a decode step). Larger batches: neither. */
+static bool seq_runs(const brigade_session *s)
+{
+    if (s->n_tok > GRAPH_MAX_TOKENS)
+        return false;
+    for (uint32_t i = 1; i < s->n_tok; i++)
+        if (s->tok_seq[i] != s->tok_seq[i - 1])
+            for (uint32_t j = 0; j + 1 < i; j++)
+                if (s->tok_seq[j] == s->tok_seq[i])
+                    return false;
+    return true;
+}
+static bool seq_single(const brigade_session *s)
+{
+    if (s->n_tok > GRAPH_MAX_TOKENS)
+        return false;
+    for (uint32_t i = 1; i < s->n_tok; i++)
+        for (uint32_t j = 0; j < i; j++)
+            if (s->tok_seq[j] == s->tok_seq[i])
+                return false;
+    return true;
+}
+
 /* Attention's output rows into attn, and their codes into *aq (or NULL). */
 static int attention(bg_gpu_session *gs, const brigade_session *s, uint32_t il, bool gated,
                      uint8_t **aq_out)
@@ -343,6 +373,7 @@ static int attention(bg_gpu_session *gs, const brigade_session *s, uint32_t il, 
         .k_row_bytes = s->k_row_bytes, .v_row_bytes = s->v_row_bytes,
         .k_seq_bytes = gs->plan.k_layer_bytes, .v_seq_bytes = gs->plan.v_layer_bytes,
         .k_rotation = s->k_rotation, .v_rotation = s->v_rotation, .gated = gated,
+        .seq_single = seq_single(s),
         .rope_dims = hp->rope_dims, .rope_base = hp->rope_freq_base, .eps = hp->rms_eps,
         .scale = 1.0f / sqrtf((float)hp->head_dim), .q_width = s->q_width,
         .a_width = s->a_width, .kv_width = 2 * kv_dim,
@@ -354,17 +385,6 @@ static int attention(bg_gpu_session *gs, const brigade_session *s, uint32_t il, 
                                    weight(gs, il, BG_ROLE_ATTN_K_NORM), at(gs, LL->k_off),
                                    at(gs, LL->v_off), bufv(gs, BG_BUF_TOK_SEQ),
                                    bufv(gs, BG_BUF_TOK_POS), aq, bufv(gs, BG_BUF_SLOT_OUT));
-}
-
-/* Whether each sequence's tokens in the micro-batch are consecutive. */
-static bool seq_runs(const brigade_session *s)
-{
-    for (uint32_t i = 1; i < s->n_tok; i++)
-        if (s->tok_seq[i] != s->tok_seq[i - 1])
-            for (uint32_t j = 0; j + 1 < i; j++)
-                if (s->tok_seq[j] == s->tok_seq[i])
-                    return false;
-    return true;
 }
 
 /* DeltaNet's output rows into attn, and their codes into *aq (or NULL). */
@@ -603,10 +623,6 @@ static int enqueue_layer(bg_gpu_session *gs, const brigade_session *s, uint32_t 
     return rc;
 }
 
-/* Micro-batches up to this size replay a captured graph (decode steps of
- * up to this many sequences); larger ones run eagerly. */
-enum { GRAPH_MAX_TOKENS = 16 };
-
 brigade_status bg_gpu_layers(bg_gpu_session *gs, brigade_session *s, brigade_error *err)
 {
     const bg_hparams *hp = s->hp;
@@ -620,9 +636,10 @@ brigade_status bg_gpu_layers(bg_gpu_session *gs, brigade_session *s, brigade_err
             return gpu_fail(gs, err, "the forward pass (experts on the CPU)");
     if (gs->graphs && s->n_tok <= GRAPH_MAX_TOKENS) {
         /* every kernel reads positions from the device, so a step's graph
-         * depends only on the batch size, and on whether each sequence's
-         * tokens are consecutive (DeltaNet's launches) */
-        const uint64_t key = s->n_tok | (uint64_t)seq_runs(s) << 32;
+         * depends only on the batch size and on how its tokens fall into
+         * sequences (seq_runs, seq_single) */
+        const uint64_t key =
+            s->n_tok | (uint64_t)seq_runs(s) << 32 | (uint64_t)seq_single(s) << 33;
         bool replay = false;
         int rc = gs->api->graph_begin(gs->g, key, &replay);
         if (rc < 0)

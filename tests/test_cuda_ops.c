@@ -332,8 +332,10 @@ static bg_gpu_attn_args attn_args(uint32_t H, uint32_t Hkv, uint32_t Dh, uint32_
 }
 
 /* Two sequences: a prefill of 5 tokens for sequence 0 and 3 for sequence 1
- * in one batch, then one decode token each, then 40 more tokens of
- * sequence 1 (past the f16 path's chunk of 32 positions). */
+ * in one batch, then one decode token each (one launch that prepares its
+ * tokens itself, each its sequence's only one), then 40 more tokens of
+ * sequence 1 (past the f16 path's chunk of 32 positions, over the rows
+ * the decode step stored). */
 static void attentions(void)
 {
     static const uint32_t kv_types[][2] = {
@@ -365,6 +367,7 @@ static void attentions(void)
             const uint32_t ns[3] = {8, 2, 40};
             for (int step = 0; step < 3; step++) {
                 a.n_tok = ns[step];
+                a.seq_single = step == 1;
                 uint64_t q = put_random(a.n_tok * a.q_width, 2.0f);
                 uint64_t kv = put_random(a.n_tok * a.kv_width, 2.0f);
                 uint64_t gate = take(a.n_tok * a.a_width * 4), att = take(a.n_tok * a.a_width * 4);
@@ -395,8 +398,10 @@ static void attentions(void)
 /* A decode step over long caches, where gpu.h's split applies: caches
  * filled with random rows (sequence 0 up to position 2099, sequence 1 up
  * to 126), then four tokens: sequence 0 at 2100 (16 ranges of 132),
- * sequence 1 at 127 (one range), 128 (128 + 1) and 129 (128 + 2). Without
- * scratch, the same step runs each head as one range. */
+ * sequence 1 at 127 (one range), 128 (128 + 1) and 129 (128 + 2); or the
+ * first two alone (each its sequence's only token: one launch, its last
+ * range holding the token's own new rows). Without scratch, the same step
+ * runs each head as one range. */
 static void attention_long(void)
 {
     static const uint32_t kv_types[][2] = {
@@ -407,12 +412,14 @@ static void attention_long(void)
     static const uint32_t seq[] = {0, 1, 1, 1}, pos[] = {2100, 127, 128, 129};
     const uint32_t filled[2] = {2100, 127};
     for (size_t c = 0; c < sizeof kv_types / sizeof *kv_types; c++)
-        for (int with_split = 1; with_split >= 0; with_split--) {
+        for (int run = 3; run >= 0; run--) {
+            const bool with_split = run & 1, single = run & 2;
             const uint32_t Dh = c == 0 ? 256 : 128;
             uint64_t mark = used;
             bg_gpu_attn_args a =
                 attn_args(H, Hkv, Dh, kv_types[c][0], kv_types[c][1], true, n_ctx);
-            a.n_tok = 4;
+            a.n_tok = single ? 2 : 4;
+            a.seq_single = single;
             /* the caches' rows as the cache store writes them: random
              * normed values (unit scale, as QK-norm leaves keys) */
             uint8_t *caches[2] = {malloc(2 * a.k_seq_bytes), malloc(2 * a.v_seq_bytes)};
@@ -448,10 +455,10 @@ static void attention_long(void)
             double e = rc ? INFINITY : compare_floats(att, a.n_tok * a.a_width);
             /* as attentions(); the merge adds exp's last bit per range */
             const double bound = a.type_v == BG_TYPE_F16 ? 1e-8 : 1e-10;
-            CHECK(e <= bound, "attention over 2101 positions %s/%s, %s: NMSE %.3g%s%s",
+            CHECK(e <= bound, "attention over 2101 positions %s/%s, %s%s: NMSE %.3g%s%s",
                   brigade_type_name(a.type_k), brigade_type_name(a.type_v),
-                  with_split ? "split" : "one range", e, rc ? ": " : "",
-                  rc ? dev->error(dg) : "");
+                  with_split ? "split" : "one range", single ? ", a token a sequence" : "", e,
+                  rc ? ": " : "", rc ? dev->error(dg) : "");
             used = mark;
         }
 }

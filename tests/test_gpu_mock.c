@@ -661,10 +661,10 @@ int main(void)
     /* the first layer's norm, then 6 per DeltaNet layer (in-projections;
      * convolution, state and gated norm; out projection with the residual
      * and norm; router with the routing; gate/up; down with the layer's
-     * end) and 8 for the attention layer (q/k/v; prepare; attention; its
-     * output coded, heads of 64 not being whole K-quant blocks; then as
-     * DeltaNet's last four): 1 + 3 * 6 + 8 */
-    decode_kernels(dir, BG_TYPE_Q4_K, 27);
+     * end) and 7 for the attention layer (q/k/v; attention, preparing its
+     * token itself; its output coded, heads of 64 not being whole K-quant
+     * blocks; then as DeltaNet's last four): 1 + 3 * 6 + 7 */
+    decode_kernels(dir, BG_TYPE_Q4_K, 26);
     rmdir(dir);
     return check_summary("test_gpu_device");
 #else

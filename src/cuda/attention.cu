@@ -23,55 +23,70 @@ __device__ double bg_block_sum_d(double v, double *sh)
     return total;
 }
 
-// rmsnorm of the block's D values (one per thread), as ops.c: squares in
-// float, summed in double, scale 1 / sqrt(mean + eps).
-__device__ float bg_block_rmsnorm(float x, const float *w, float eps, double *sh)
+// The block's threads take the elements of a row of D (a multiple of 32)
+// in turn: thread i has elements i, i + blockDim.x, ... (so each warp holds
+// whole 32-value blocks). k_attn_prepare runs D threads, k_attn fewer.
+
+// v = src / sqrt(mean(src^2) + eps) * w, as ops.c: squares in float,
+// summed in double. v: shared.
+__device__ void bg_block_rmsnorm_row(float *v, const float *src, const float *w, uint32_t D,
+                                     float eps, double *sh)
 {
-    const double sum = bg_block_sum_d((double)(x * x), sh);
-    const float mean = (float)(sum / (double)blockDim.x);
-    const float scale = 1.0f / sqrtf(mean + eps);
-    return w ? (x * scale) * w[threadIdx.x] : x * scale;
+    double part = 0.0;
+    for (uint32_t j = threadIdx.x; j < D; j += blockDim.x)
+        part += (double)(src[j] * src[j]);
+    const double sum = bg_block_sum_d(part, sh);
+    const float scale = 1.0f / sqrtf((float)(sum / (double)D) + eps);
+    for (uint32_t j = threadIdx.x; j < D; j += blockDim.x)
+        v[j] = w ? (src[j] * scale) * w[j] : src[j] * scale;
+    __syncthreads();
 }
 
-// Walsh-Hadamard transform of each chunk of n of the block's values in
-// v[] (shared), scaled by 1 / sqrt(n) first, as ops.c's bg_hadamard.
-__device__ void bg_block_hadamard(float *v, int n)
+// Walsh-Hadamard transform of each chunk of n of v[0..D) (shared), scaled
+// by 1 / sqrt(n) first, as ops.c's bg_hadamard.
+__device__ void bg_block_hadamard(float *v, uint32_t D, uint32_t n)
 {
-    const int j = threadIdx.x;
-    v[j] *= 1.0f / sqrtf((float)n);
+    for (uint32_t j = threadIdx.x; j < D; j += blockDim.x)
+        v[j] *= 1.0f / sqrtf((float)n);
     __syncthreads();
-    for (int span = 1; span < n; span <<= 1) {
-        if ((j & span) == 0) {
-            const float a = v[j], b = v[j + span];
-            v[j] = a + b;
-            v[j + span] = a - b;
-        }
+    for (uint32_t span = 1; span < n; span <<= 1) {
+        for (uint32_t j = threadIdx.x; j < D; j += blockDim.x)
+            if ((j & span) == 0) {
+                const float a = v[j], b = v[j + span];
+                v[j] = a + b;
+                v[j + span] = a - b;
+            }
         __syncthreads();
     }
 }
 
-// NEOX rope on the block's values in v[] (shared): pairs (i, i + n_rot/2),
-// theta advanced by repeated multiplication as ops.c does.
+// NEOX rope on v[] (shared): pairs (i, i + n_rot/2), theta advanced by
+// repeated multiplication as ops.c does.
 __device__ void bg_block_rope(float *v, uint32_t n_rot, uint32_t pos, float base)
 {
-    const uint32_t half = n_rot / 2, i = threadIdx.x;
-    float x0 = 0, x1 = 0, c = 0, s = 0;
-    if (i < half) {
-        const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    const uint32_t half = n_rot / 2;
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    for (uint32_t i = threadIdx.x; i < half; i += blockDim.x) {
         float theta = (float)pos;
         for (uint32_t k = 0; k < i; k++)
             theta *= theta_scale;
-        c = cosf(theta);
-        s = sinf(theta);
-        x0 = v[i];
-        x1 = v[i + half];
-    }
-    __syncthreads();
-    if (i < half) {
+        const float c = cosf(theta), s = sinf(theta);
+        const float x0 = v[i], x1 = v[i + half];
         v[i] = fmaf(x0, c, -(x1 * s));
         v[i + half] = fmaf(x0, s, x1 * c);
     }
     __syncthreads();
+}
+
+// A query or key head as it enters attention: QK-norm, rope at pos, and
+// the rotation of a quantized K cache (0: none), into v (shared).
+__device__ void bg_block_head_in(const bg_gpu_attn_args &a, float *v, const float *src,
+                                 const float *norm_w, uint32_t pos, double *sh)
+{
+    bg_block_rmsnorm_row(v, src, norm_w, a.head_dim, a.eps, sh);
+    bg_block_rope(v, a.rope_dims, pos, a.rope_base);
+    if (a.k_rotation)
+        bg_block_hadamard(v, a.head_dim, a.k_rotation);
 }
 
 // ----------------------------------------------------------- cache formats
@@ -105,14 +120,14 @@ __device__ __forceinline__ float bg_cache_get(uint32_t type, const uint8_t *h, u
     }
 }
 
-// Stores the block's values (one per thread, threads = head size) in the
-// cache type, as llama.cpp's copy into the cache converts (quant.c's
-// quantize_activations): f16 rounding; q8_0 with d = amax / 127 and codes
-// rounded half to even; q4_0 by the reference (d = max / -8).
-// Each warp is one 32-value block.
-__device__ void bg_cache_put(uint32_t type, uint8_t *h, float x)
+// Stores element e (x) of a head's row in the cache type, as llama.cpp's
+// copy into the cache converts (quant.c's quantize_activations): f16
+// rounding; q8_0 with d = amax / 127 and codes rounded half to even; q4_0
+// by the reference (d = max / -8). The calling warp's lanes hold one
+// 32-value block, in order.
+__device__ void bg_cache_put(uint32_t type, uint8_t *h, uint32_t e, float x)
 {
-    const uint32_t e = threadIdx.x, lane = e % 32;
+    const uint32_t lane = e % 32;
     switch (type) {
     case T_F32: ((float *)h)[e] = x; return;
     case T_F16: ((uint16_t *)h)[e] = bg_f2h(x); return;
@@ -177,6 +192,28 @@ __device__ float bg_query_round(uint32_t type_k, float x)
 
 // -------------------------------------------------------------- attention
 
+// Token t's new K and V rows of kv head h (kv: the token's projections),
+// K normed, roped and rotated, V rotated, stored as the cache stores them
+// at kc and vc (device or shared memory). v: D floats of shared scratch.
+__device__ void bg_kv_fresh(const bg_gpu_attn_args &a, const float *kv, uint32_t h,
+                            const float *k_norm, uint32_t pos, float *v, uint8_t *kc, uint8_t *vc,
+                            double *red)
+{
+    const uint32_t D = a.head_dim;
+    bg_block_head_in(a, v, kv + (size_t)h * D, k_norm, pos, red);
+    for (uint32_t j = threadIdx.x; j < D; j += blockDim.x)
+        bg_cache_put(a.type_k, kc, j, v[j]);
+    __syncthreads();
+    for (uint32_t j = threadIdx.x; j < D; j += blockDim.x)
+        v[j] = kv[(size_t)a.n_head_kv * D + (size_t)h * D + j];
+    __syncthreads();
+    if (a.v_rotation)
+        bg_block_hadamard(v, D, a.v_rotation);
+    for (uint32_t j = threadIdx.x; j < D; j += blockDim.x)
+        bg_cache_put(a.type_v, vc, j, v[j]);
+    __syncthreads();
+}
+
 // One block per (token, head), head_dim threads: the query split from its
 // gate, QK-norm, rope, rotation (into attn, the attention kernel's input);
 // heads below n_head_kv also prepare and store K and V. Zeroes the split
@@ -197,37 +234,24 @@ __global__ void k_attn_prepare(bg_gpu_attn_args a, const float *q, const float *
         const float *src = q + (size_t)t * a.q_width + (size_t)(a.gated ? 2 * h : h) * D;
         if (a.gated)
             gate[(size_t)t * a.a_width + (size_t)h * D + j] = src[D + j];
-        v[j] = bg_block_rmsnorm(src[j], q_norm, a.eps, red);
-        __syncthreads();
-        bg_block_rope(v, a.rope_dims, pos, a.rope_base);
-        if (a.k_rotation)
-            bg_block_hadamard(v, (int)a.k_rotation);
+        bg_block_head_in(a, v, src, q_norm, pos, red);
         attn[(size_t)t * a.a_width + (size_t)h * D + j] = bg_query_round(a.type_k, v[j]);
         __syncthreads();
     }
     if (h >= a.n_head_kv)
         return;
-    const size_t kv_dim = (size_t)a.n_head_kv * D;
-    const float *k = kv + (size_t)t * a.kv_width + (size_t)h * D;
-    v[j] = bg_block_rmsnorm(k[j], k_norm, a.eps, red);
-    __syncthreads();
-    bg_block_rope(v, a.rope_dims, pos, a.rope_base);
-    if (a.k_rotation)
-        bg_block_hadamard(v, (int)a.k_rotation);
-    bg_cache_put(a.type_k,
-                 k_cache + seq * a.k_seq_bytes + pos * a.k_row_bytes + h * bg_head_bytes(a.type_k, D),
-                 v[j]);
-    __syncthreads();
-    v[j] = k[kv_dim + j];
-    __syncthreads();
-    if (a.v_rotation)
-        bg_block_hadamard(v, (int)a.v_rotation);
-    bg_cache_put(a.type_v,
-                 v_cache + seq * a.v_seq_bytes + pos * a.v_row_bytes + h * bg_head_bytes(a.type_v, D),
-                 v[j]);
+    bg_kv_fresh(a, kv + (size_t)t * a.kv_width, h, k_norm, pos, v,
+                k_cache + seq * a.k_seq_bytes + pos * a.k_row_bytes + h * bg_head_bytes(a.type_k, D),
+                v_cache + seq * a.v_seq_bytes + pos * a.v_row_bytes + h * bg_head_bytes(a.type_v, D),
+                red);
 }
 
 enum { ATT_WARPS = 4, ATT_CHUNK = 32, ATT_PER_WARP = ATT_CHUNK / ATT_WARPS };
+// A decode step of up to ATT_FRESH_TOKENS tokens, each its sequence's only
+// one, is one launch (k_attn prepares its tokens); its split ranges count
+// themselves in the backend's counters from ATT_COUNTERS_AT on (the tails
+// of matmul.cu use the first).
+enum { ATT_FRESH_TOKENS = 4, ATT_COUNTERS_AT = 16 };
 enum { ATT_MAX_PER_THREAD = 512 / (ATT_WARPS * 32) }; // head_dim <= 512
 // Shared memory for a chunk's K and V rows: 32 positions of an f16 cache
 // with heads of 256; fewer positions of larger rows.
@@ -383,10 +407,11 @@ __device__ __forceinline__ void bg_attn_accumulate(const uint8_t *vs_rows, uint3
 }
 
 // The block's shared memory: the query, the output, a chunk's scores and
-// steps, the running maximum, then the chunk's K and V rows.
+// steps, the running maximum, then the chunk's K and V rows, then (k_attn
+// preparing its own token) the token's new K and V rows.
 struct bg_attn_shared {
     float *qs, *out, *sc, *ms, *vs, *m;
-    uint8_t *ks, *vrows;
+    uint8_t *ks, *vrows, *kf, *vf;
 };
 
 __host__ __device__ __forceinline__ uint64_t bg_round16(uint64_t x) { return (x + 15) / 16 * 16; }
@@ -394,26 +419,31 @@ __host__ __device__ __forceinline__ uint64_t bg_round16(uint64_t x) { return (x 
 // k_attn's dynamic shared memory, in bg_attn_shared's order: the floats
 // (query and output of D, a chunk's scores and two steps, the running
 // maximum, 3 floats to keep what follows 16-byte aligned), then the
-// chunk's K rows, then (16-byte aligned) its V rows.
+// chunk's K rows, its V rows and (fresh) a new K and V row, each 16-byte
+// aligned.
 __host__ __device__ __forceinline__ uint64_t bg_attn_floats(uint32_t D)
 {
     return 2 * (uint64_t)D + 3 * ATT_CHUNK + 4;
 }
 __host__ __device__ __forceinline__ uint64_t bg_attn_shared_bytes(uint32_t D, uint32_t chunk,
-                                                                  uint64_t kh, uint64_t vh)
+                                                                  uint64_t kh, uint64_t vh,
+                                                                  bool fresh)
 {
-    return bg_attn_floats(D) * sizeof(float) + bg_round16(chunk * kh) + chunk * vh;
+    return bg_attn_floats(D) * sizeof(float) + bg_round16(chunk * kh) + bg_round16(chunk * vh) +
+           (fresh ? bg_round16(kh) + vh : 0);
 }
 
 // One head's online softmax over positions [p0, p1) of its sequence's
 // cache (kc, vc: the head's first row), ATT_CHUNK positions at a time:
 // the block stages their K and V rows, scores them, takes the softmax's
-// steps, then each thread runs its elements through them in order.
+// steps, then each thread runs its elements through them in order. With
+// fresh, the last position's rows are the block's own sh.kf and sh.vf
+// (the token's, which another block may be storing in the cache).
 // Leaves this thread's elements of the accumulator, and M and S.
 __device__ void bg_attn_range(const bg_gpu_attn_args &a, const uint8_t *kc, const uint8_t *vc,
                               uint32_t p0, uint32_t p1, uint32_t chunk,
-                              const bg_attn_shared &sh, float acc[ATT_MAX_PER_THREAD],
-                              float *M_out, float *S_out)
+                              const bg_attn_shared &sh, bool fresh,
+                              float acc[ATT_MAX_PER_THREAD], float *M_out, float *S_out)
 {
     const uint32_t D = a.head_dim;
     const uint32_t kh = (uint32_t)bg_head_bytes(a.type_k, D), vh = (uint32_t)bg_head_bytes(a.type_v, D);
@@ -423,8 +453,13 @@ __device__ void bg_attn_range(const bg_gpu_attn_args &a, const uint8_t *kc, cons
     float M = -INFINITY, S = 0.0f;
     for (uint32_t b = p0; b < p1; b += chunk) {
         const uint32_t n = p1 - b < chunk ? p1 - b : chunk;
-        bg_stage_rows(sh.ks, kc + b * a.k_row_bytes, a.k_row_bytes, kh, n);
-        bg_stage_rows(sh.vrows, vc + b * a.v_row_bytes, a.v_row_bytes, vh, n);
+        const uint32_t n_cached = fresh && b + n == p1 ? n - 1 : n;
+        bg_stage_rows(sh.ks, kc + b * a.k_row_bytes, a.k_row_bytes, kh, n_cached);
+        bg_stage_rows(sh.vrows, vc + b * a.v_row_bytes, a.v_row_bytes, vh, n_cached);
+        if (n_cached < n) {
+            bg_stage_rows(sh.ks + (size_t)n_cached * kh, sh.kf, 0, kh, 1);
+            bg_stage_rows(sh.vrows + (size_t)n_cached * vh, sh.vf, 0, vh, 1);
+        }
         __syncthreads();
         switch (a.type_k) {
         case T_F16: bg_attn_scores<T_F16>(a, sh.ks, kh, sh.qs, n, sh.sc); break;
@@ -471,18 +506,30 @@ __device__ void bg_attn_merge(const float *parts, uint32_t n_split, uint32_t D, 
     }
 }
 
+// A decode step's work k_attn takes on from k_attn_prepare (on: each
+// token the only one of its sequence): the raw projections and norms, and
+// where the ranges count themselves (counters: the backend's, zero between
+// launches).
+struct bg_attn_fresh {
+    bool on;
+    const float *q, *kv, *q_norm, *k_norm;
+    int *counters;
+};
+
 // One block per (token, head, range of positions): the ranges of gpu.h's
 // split for a decode step given scratch (split), else one. A lone range
 // finishes itself; split ranges leave their results in the scratch, and
 // the last to finish (a counter per token and head, zeroed by
-// k_attn_prepare) merges them. Finishing: V's rotation undone and the gate
-// applied, output in place of the query in attn, and the head's span of
-// the token's row coded for the out projection (aq set: head_dim a
-// multiple of 256).
+// k_attn_prepare, or the backend's) merges them. Finishing: V's rotation
+// undone and the gate applied, output in place of the query in attn, and
+// the head's span of the token's row coded for the out projection (aq set:
+// head_dim a multiple of 256). With f.on, each block prepares its query
+// itself, and the range holding the token's position its new K and V rows
+// too; the first head of each K/V head stores them in the cache.
 __global__ void __launch_bounds__(ATT_WARPS * 32)
     k_attn(bg_gpu_attn_args a, float *attn, const float *gate, const uint8_t *k_cache,
            const uint8_t *v_cache, const uint32_t *tok_seq, const uint32_t *tok_pos,
-           uint8_t *aq, uint8_t *split, uint32_t chunk)
+           uint8_t *aq, uint8_t *split, uint32_t chunk, const bg_attn_fresh f)
 {
     BG_KERNEL_ENTRY();
     const uint32_t t = blockIdx.x, h = blockIdx.y, z = blockIdx.z, D = a.head_dim;
@@ -499,16 +546,36 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     sh.vs = sh.ms + ATT_CHUNK, sh.m = sh.vs + ATT_CHUNK;
     sh.ks = (uint8_t *)(base + bg_attn_floats(D));
     sh.vrows = sh.ks + bg_round16(chunk * kh);
+    sh.kf = sh.vrows + bg_round16(chunk * vh);
+    sh.vf = sh.kf + bg_round16(kh);
     float *row = attn + (size_t)t * a.a_width + (size_t)h * D;
-    for (uint32_t e = threadIdx.x; e < D; e += blockDim.x)
-        sh.qs[e] = row[e];
-    __syncthreads();
-    const uint32_t kvh = h / (a.n_head / a.n_head_kv);
+    const uint32_t group = a.n_head / a.n_head_kv, kvh = h / group;
     const uint8_t *kc = k_cache + seq * a.k_seq_bytes + kvh * kh;
     const uint8_t *vc = v_cache + seq * a.v_seq_bytes + kvh * vh;
+    const float *q_row =
+        f.on ? f.q + (size_t)t * a.q_width + (size_t)(a.gated ? 2 * h : h) * D : NULL;
+    const bool fresh = f.on && z == n_split - 1; // the range with the token's position
+    if (f.on) {
+        __shared__ double red[32];
+        bg_block_head_in(a, sh.qs, q_row, f.q_norm, pos, red);
+        for (uint32_t e = threadIdx.x; e < D; e += blockDim.x)
+            sh.qs[e] = bg_query_round(a.type_k, sh.qs[e]);
+        if (fresh) {
+            bg_kv_fresh(a, f.kv + (size_t)t * a.kv_width, kvh, f.k_norm, pos, sh.out, sh.kf,
+                        sh.vf, red);
+            if (h % group == 0) { // one block stores them; the others read their own
+                bg_stage_rows((uint8_t *)kc + pos * a.k_row_bytes, sh.kf, 0, (uint32_t)kh, 1);
+                bg_stage_rows((uint8_t *)vc + pos * a.v_row_bytes, sh.vf, 0, (uint32_t)vh, 1);
+            }
+        }
+    } else {
+        for (uint32_t e = threadIdx.x; e < D; e += blockDim.x)
+            sh.qs[e] = row[e];
+    }
+    __syncthreads();
     float acc[ATT_MAX_PER_THREAD], M, S;
     const uint32_t p0 = z * len, p1 = n_pos - p0 < len ? n_pos : p0 + len;
-    bg_attn_range(a, kc, vc, p0, p1, chunk, sh, acc, &M, &S);
+    bg_attn_range(a, kc, vc, p0, p1, chunk, sh, fresh, acc, &M, &S);
     if (n_split == 1) {
         const float inv = S == 0.0f ? 0.0f : 1.0f / S;
 #pragma unroll
@@ -531,7 +598,8 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
             mine[D] = M;
             mine[D + 1] = S;
         }
-        if (!bg_block_arrives_last((int *)split + t * a.n_head + h, (int)n_split))
+        int *counters = f.on ? f.counters : (int *)split;
+        if (!bg_block_arrives_last(counters + t * a.n_head + h, (int)n_split))
             return;
         bg_attn_merge(parts, n_split, D, merge_w, sh.out);
     }
@@ -553,7 +621,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
             __syncthreads();
         }
     }
-    const float *gr = gate + (size_t)t * a.a_width + (size_t)h * D;
+    const float *gr = f.on ? q_row + D : gate + (size_t)t * a.a_width + (size_t)h * D;
     for (uint32_t e = threadIdx.x; e < D; e += blockDim.x)
         row[e] = a.gated ? out[e] * bg_sigmoid(gr[e]) : out[e];
     if (!aq)
@@ -582,20 +650,29 @@ extern "C" int bg_cuda_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *d_
     if (!a->n_tok)
         return 0;
     uint8_t *split = a->n_tok <= BG_GPU_ATT_SPLIT_TOKENS ? (uint8_t *)d_split : NULL;
-    const uint32_t heads = a->n_head > a->n_head_kv ? a->n_head : a->n_head_kv;
-    BG_LAUNCH(dim3(a->n_tok, heads), D, D * sizeof(float), g->stream, k_attn_prepare)(
-        *a, d_q, d_kv, d_gate, d_attn, d_q_norm, d_k_norm, d_k_cache, d_v_cache, d_tok_seq,
-        d_tok_pos, (int *)split);
-    if (bg_cuda_launched(g, "attention (prepare)"))
-        return -1;
+    // a decode step: k_attn prepares its own tokens, its ranges counting
+    // themselves past the backend's tails' counters
+    const bool fresh = g->counters && a->seq_single && a->n_tok <= ATT_FRESH_TOKENS &&
+                       (uint64_t)a->n_tok * a->n_head + ATT_COUNTERS_AT <=
+                           BG_GPU_COUNTER_BYTES / sizeof(int);
+    if (!fresh) {
+        const uint32_t heads = a->n_head > a->n_head_kv ? a->n_head : a->n_head_kv;
+        BG_LAUNCH(dim3(a->n_tok, heads), D, D * sizeof(float), g->stream, k_attn_prepare)(
+            *a, d_q, d_kv, d_gate, d_attn, d_q_norm, d_k_norm, d_k_cache, d_v_cache, d_tok_seq,
+            d_tok_pos, (int *)split);
+        if (bg_cuda_launched(g, "attention (prepare)"))
+            return -1;
+    }
     const uint64_t kh = bg_head_bytes(a->type_k, D), vh = bg_head_bytes(a->type_v, D);
     uint64_t chunk = (ATT_STAGE_BYTES - 16) / (kh + vh);
     chunk = chunk > (uint64_t)ATT_CHUNK ? (uint64_t)ATT_CHUNK : chunk;
-    const size_t shmem = bg_attn_shared_bytes(D, (uint32_t)chunk, kh, vh);
+    const size_t shmem = bg_attn_shared_bytes(D, (uint32_t)chunk, kh, vh, fresh);
     const dim3 grid(a->n_tok, a->n_head, split ? BG_GPU_ATT_SPLITS : 1);
+    const bg_attn_fresh f = {fresh, d_q, d_kv, d_q_norm, d_k_norm,
+                             fresh ? g->counters + ATT_COUNTERS_AT : NULL};
     BG_LAUNCH(grid, ATT_WARPS * 32, shmem, g->stream, k_attn)(
         *a, d_attn, d_gate, d_k_cache, d_v_cache, d_tok_seq, d_tok_pos, d_attn_q, split,
-        (uint32_t)chunk);
+        (uint32_t)chunk, f);
     return bg_cuda_launched(g, "attention");
 }
 

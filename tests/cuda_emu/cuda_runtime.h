@@ -1,7 +1,8 @@
 // A host emulation of the part of CUDA that src/cuda/ uses, for tests: the
 // .cu files compile with g++ against this header (tests/cuda_emu/ comes
 // first on the include path) and their kernels run on the CPU, each CUDA
-// thread a fiber. Blocks run one after another; a block's threads switch
+// thread a fiber. Blocks run one after another (every other grid last to
+// first, so a block that reads another's writes unordered shows it); a block's threads switch
 // only at barriers (__syncthreads, __syncwarp, a shuffle). A kernel that
 // lacks a barrier between one thread's write to shared memory and another's
 // read shows it as a wrong result (odd blocks run their threads last to

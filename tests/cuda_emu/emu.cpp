@@ -213,10 +213,18 @@ static void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<vo
     }
     dyn_shared.assign(shmem ? shmem : 1, 0);
     body = &kernel;
-    for (unsigned z = 0; z < grid.z; z++)
-        for (unsigned y = 0; y < grid.y; y++)
-            for (unsigned x = 0; x < grid.x; x++)
-                run_block(grid, block, uint3{x, y, z});
+    // every other grid runs its blocks last to first: a kernel whose block
+    // reads what another block of the launch writes (outside the counted
+    // last-block pattern) sees it unwritten in one of the two orders
+    static uint64_t grids;
+    const bool reverse = grids++ % 2;
+    const uint64_t n = (uint64_t)grid.x * grid.y * grid.z;
+    for (uint64_t i = 0; i < n; i++) {
+        const uint64_t b = reverse ? n - 1 - i : i;
+        run_block(grid, block,
+                  uint3{(unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y),
+                        (unsigned)(b / ((uint64_t)grid.x * grid.y))});
+    }
     current = NULL;
 }
 
