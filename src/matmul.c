@@ -31,6 +31,24 @@ static void task_rows(int64_t task_index, uint64_t tasks_per_matrix, uint64_t ro
     *r1 = *r0 + rows_per_task < n_out ? *r0 + rows_per_task : n_out;
 }
 
+/* Splits each of count matrices' n_out rows into at most `tasks` runs
+ * (*rows_per_task rows, *tasks_per_matrix runs a matrix; fn's task i is
+ * run i % tasks_per_matrix of matrix i / tasks_per_matrix) and runs them
+ * all, on the pool when there is more than one. */
+static void run_row_tasks(bg_pool *pool, uint64_t n_out, uint64_t tasks, int count,
+                          uint64_t *rows_per_task, uint64_t *tasks_per_matrix, bg_pool_fn fn,
+                          void *job)
+{
+    *rows_per_task = (n_out + tasks - 1) / tasks;
+    *tasks_per_matrix = (n_out + *rows_per_task - 1) / *rows_per_task;
+    const int64_t all = (int64_t)(*tasks_per_matrix * (uint64_t)count);
+    if (pool && all > 1)
+        bg_pool_run(pool, all, fn, job);
+    else
+        for (int64_t t = 0; t < all; t++)
+            fn(job, t, 0);
+}
+
 /* Up to two matrices with the same input, tasks_per_matrix tasks each. */
 typedef struct matmul_job {
     const bg_matrix *ws[2];
@@ -211,15 +229,9 @@ static void matmul_n(bg_pool *pool, const bg_matrix *const *ws, float *const *ys
      * the calling thread: waking the pool costs more than they do. Each
      * output is one dot either way, so results do not depend on it. */
     const uint64_t work = w->n_out * w->n_in * n * (uint64_t)count;
-    uint64_t tasks = w->n_out < 64 || work < (1u << 16) ? 1 : (uint64_t)n_threads * 4;
-    j.rows_per_task = (w->n_out + tasks - 1) / tasks;
-    j.tasks_per_matrix = (w->n_out + j.rows_per_task - 1) / j.rows_per_task;
-    const uint64_t all = j.tasks_per_matrix * (uint64_t)count;
-    if (pool && all > 1)
-        bg_pool_run(pool, (int64_t)all, matmul_task, &j);
-    else
-        for (uint64_t t = 0; t < all; t++)
-            matmul_task(&j, (int64_t)t, 0);
+    const uint64_t tasks = w->n_out < 64 || work < (1u << 16) ? 1 : (uint64_t)n_threads * 4;
+    run_row_tasks(pool, w->n_out, tasks, count, &j.rows_per_task, &j.tasks_per_matrix,
+                  matmul_task, &j);
 }
 
 void bg_matmul(bg_pool *pool, const bg_matrix *w, const float *x, size_t x_stride, float *y,
@@ -274,15 +286,10 @@ void bg_matmul_each(bg_pool *pool, const bg_matrix *ws, int count, const float *
                   y, y_stride, 0, 0};
     /* a few tasks a thread per matrix, as bg_matmul splits one */
     const unsigned n_threads = pool ? bg_pool_threads(pool) : 1;
-    uint64_t tasks = w->n_out < 64 ? 1 : ((uint64_t)n_threads * 4 + (uint64_t)count - 1) / (uint64_t)count;
-    j.rows_per_task = (w->n_out + tasks - 1) / tasks;
-    j.tasks_per_matrix = (w->n_out + j.rows_per_task - 1) / j.rows_per_task;
-    const int64_t all = (int64_t)(j.tasks_per_matrix * (uint64_t)count);
-    if (pool && all > 1)
-        bg_pool_run(pool, all, each_task, &j);
-    else
-        for (int64_t t = 0; t < all; t++)
-            each_task(&j, t, 0);
+    const uint64_t tasks =
+        w->n_out < 64 ? 1 : ((uint64_t)n_threads * 4 + (uint64_t)count - 1) / (uint64_t)count;
+    run_row_tasks(pool, w->n_out, tasks, count, &j.rows_per_task, &j.tasks_per_matrix, each_task,
+                  &j);
 }
 
 void bg_matrix_row(const bg_matrix *w, uint64_t r, float *out)
