@@ -23,12 +23,48 @@ typedef struct allocs {
     uint64_t bytes;
 } allocs;
 
-static void *alloc_bytes(allocs *a, uint64_t n)
+/* n zeroed bytes of host memory: page-locked by gpu (NULL: none) so that
+ * its copies to and from the device run at full speed, else plain;
+ * *release frees them (also after the GPU session). */
+static void *host_bytes(struct bg_gpu_session *gpu, uint64_t n, void (**release)(void *))
 {
-    void *p = n <= SIZE_MAX ? calloc(n ? (size_t)n : 1, 1) : NULL;
+    void *p = gpu ? bg_gpu_host_alloc(gpu, n, release) : NULL;
+    if (p)
+        return memset(p, 0, n);
+    *release = free;
+    return n <= SIZE_MAX ? calloc(n ? (size_t)n : 1, 1) : NULL;
+}
+
+static void *counted(allocs *a, void *p, uint64_t n)
+{
     a->failed |= p == NULL;
     a->bytes += n;
     return p;
+}
+
+static void *alloc_bytes(allocs *a, uint64_t n)
+{
+    void (*release)(void *);
+    return counted(a, host_bytes(NULL, n, &release), n);
+}
+
+/* Where each micro-batch buffer (BG_BUF_*) of the session is kept. */
+static void buffer_slots(brigade_session *s, void **slots[BG_BUF_COUNT])
+{
+    void **const all[BG_BUF_COUNT] = {
+        [BG_BUF_X] = (void **)&s->x,          [BG_BUF_XN] = (void **)&s->xn,
+        [BG_BUF_OUT] = (void **)&s->out,      [BG_BUF_Q] = (void **)&s->q,
+        [BG_BUF_KV] = (void **)&s->kv,        [BG_BUF_ATTN] = (void **)&s->attn,
+        [BG_BUF_GATE] = (void **)&s->gate,    [BG_BUF_ROUTER] = (void **)&s->router,
+        [BG_BUF_HEADS] = (void **)&s->heads,  [BG_BUF_FF_GATE] = (void **)&s->ff_gate,
+        [BG_BUF_FF_UP] = (void **)&s->ff_up,  [BG_BUF_GX] = (void **)&s->gx,
+        [BG_BUF_GY] = (void **)&s->gy,        [BG_BUF_SLOT_OUT] = (void **)&s->slot_out,
+        [BG_BUF_CHOSEN] = (void **)&s->chosen, [BG_BUF_CHOSEN_W] = (void **)&s->chosen_w,
+        [BG_BUF_MEMBERS] = (void **)&s->members, [BG_BUF_XQ] = (void **)&s->xq,
+        [BG_BUF_TOK_SEQ] = (void **)&s->tok_seq, [BG_BUF_TOK_POS] = (void **)&s->tok_pos,
+        [BG_BUF_SEQ_PAST] = (void **)&s->seq_past, [BG_BUF_SEQ_COUNT] = (void **)&s->seq_count,
+    };
+    memcpy(slots, all, sizeof all);
 }
 
 static brigade_status alloc_state(brigade_session *s, brigade_error *err)
@@ -54,36 +90,14 @@ static brigade_status alloc_state(brigade_session *s, brigade_error *err)
     s->q_width = (size_t)p->q_width;
     s->a_width = (size_t)p->a_width;
     s->ff_width = (size_t)p->ff_width;
-    void **bufs[BG_BUF_COUNT] = {
-        [BG_BUF_X] = (void **)&s->x,          [BG_BUF_XN] = (void **)&s->xn,
-        [BG_BUF_OUT] = (void **)&s->out,      [BG_BUF_Q] = (void **)&s->q,
-        [BG_BUF_KV] = (void **)&s->kv,        [BG_BUF_ATTN] = (void **)&s->attn,
-        [BG_BUF_GATE] = (void **)&s->gate,    [BG_BUF_ROUTER] = (void **)&s->router,
-        [BG_BUF_HEADS] = (void **)&s->heads,  [BG_BUF_FF_GATE] = (void **)&s->ff_gate,
-        [BG_BUF_FF_UP] = (void **)&s->ff_up,  [BG_BUF_GX] = (void **)&s->gx,
-        [BG_BUF_GY] = (void **)&s->gy,        [BG_BUF_SLOT_OUT] = (void **)&s->slot_out,
-        [BG_BUF_CHOSEN] = (void **)&s->chosen, [BG_BUF_CHOSEN_W] = (void **)&s->chosen_w,
-        [BG_BUF_MEMBERS] = (void **)&s->members, [BG_BUF_XQ] = (void **)&s->xq,
-        [BG_BUF_TOK_SEQ] = (void **)&s->tok_seq, [BG_BUF_TOK_POS] = (void **)&s->tok_pos,
-        [BG_BUF_SEQ_PAST] = (void **)&s->seq_past, [BG_BUF_SEQ_COUNT] = (void **)&s->seq_count,
-    };
-    for (int i = 0; i < BG_BUF_COUNT; i++) {
-        /* those that cross to and from a device: page-locked, so their
-         * copies run at full speed (else plain memory) */
-        void (*release)(void *) = free;
-        void *p_locked = s->gpu && bg_gpu_buffer_crosses(i)
-                             ? bg_gpu_host_alloc(s->gpu, p->buf_bytes[i], &release)
-                             : NULL;
-        if (p_locked) {
-            memset(p_locked, 0, p->buf_bytes[i]);
-            a.bytes += p->buf_bytes[i];
-            *bufs[i] = p_locked;
-        } else {
-            release = free;
-            *bufs[i] = alloc_bytes(&a, p->buf_bytes[i]);
-        }
-        s->buf_release[i] = release;
-    }
+    void **bufs[BG_BUF_COUNT];
+    buffer_slots(s, bufs);
+    /* those that cross to and from a device page-locked */
+    for (int i = 0; i < BG_BUF_COUNT; i++)
+        *bufs[i] = counted(&a,
+                           host_bytes(bg_gpu_buffer_crosses(i) ? s->gpu : NULL, p->buf_bytes[i],
+                                      &s->buf_release[i]),
+                           p->buf_bytes[i]);
     s->allocated_bytes = a.bytes;
     if (a.failed)
         return bg_fail(err, BRIGADE_ERR_NOMEM,
@@ -222,13 +236,8 @@ float *brigade_logits_alloc(brigade_session *s, uint32_t n_rows)
     const uint64_t n = (uint64_t)n_rows * (uint64_t)s->hp->n_vocab;
     if (!n_rows || n > (UINT64_MAX - LOGITS_HEADER) / sizeof(float))
         return NULL;
-    const uint64_t bytes = LOGITS_HEADER + n * sizeof(float);
-    void (*release)(void *) = free;
-    uint8_t *p = s->gpu ? bg_gpu_host_alloc(s->gpu, bytes, &release) : NULL;
-    if (!p) {
-        release = free;
-        p = bytes <= SIZE_MAX ? malloc((size_t)bytes) : NULL;
-    }
+    void (*release)(void *);
+    uint8_t *p = host_bytes(s->gpu, LOGITS_HEADER + n * sizeof(float), &release);
     if (!p)
         return NULL;
     memcpy(p, &release, sizeof release);
@@ -257,22 +266,11 @@ void brigade_session_free(brigade_session *s)
         free(s->layers[il].ssm);
     }
     free(s->layers);
-    void *const bufs[BG_BUF_COUNT] = {
-        [BG_BUF_X] = s->x,             [BG_BUF_XN] = s->xn,
-        [BG_BUF_OUT] = s->out,         [BG_BUF_Q] = s->q,
-        [BG_BUF_KV] = s->kv,           [BG_BUF_ATTN] = s->attn,
-        [BG_BUF_GATE] = s->gate,       [BG_BUF_ROUTER] = s->router,
-        [BG_BUF_HEADS] = s->heads,     [BG_BUF_FF_GATE] = s->ff_gate,
-        [BG_BUF_FF_UP] = s->ff_up,     [BG_BUF_GX] = s->gx,
-        [BG_BUF_GY] = s->gy,           [BG_BUF_SLOT_OUT] = s->slot_out,
-        [BG_BUF_CHOSEN] = s->chosen,   [BG_BUF_CHOSEN_W] = s->chosen_w,
-        [BG_BUF_MEMBERS] = s->members, [BG_BUF_XQ] = s->xq,
-        [BG_BUF_TOK_SEQ] = s->tok_seq, [BG_BUF_TOK_POS] = s->tok_pos,
-        [BG_BUF_SEQ_PAST] = s->seq_past, [BG_BUF_SEQ_COUNT] = s->seq_count,
-    };
+    void **bufs[BG_BUF_COUNT];
+    buffer_slots(s, bufs);
     for (int i = 0; i < BG_BUF_COUNT; i++)
-        if (bufs[i]) /* the device's release after the device: page-locked host memory */
-            (s->buf_release[i] ? s->buf_release[i] : free)(bufs[i]);
+        if (*bufs[i]) /* set with its release; the device's works after the device */
+            s->buf_release[i](*bufs[i]);
     bg_pool_release(s->pool);
     free(s);
 }
