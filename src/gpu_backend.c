@@ -26,6 +26,7 @@ struct bg_gpu_session {
     uint8_t *attn_codes;   /* the mixer's output coded for its out projection, or NULL */
     bool x_on_device;      /* the device's copy of x is the newer */
     bool xn_final;         /* xn holds x's final norm (and its codes), for the head */
+    bool seq_runs, seq_single; /* the micro-batch's tokens by sequence (seq_runs()) */
     bool graphs;           /* decode steps replay CUDA graphs */
     brigade_gpu_report report;
 };
@@ -276,11 +277,43 @@ void bg_gpu_session_report(const bg_gpu_session *gs, brigade_gpu_report *out)
 
 /* -------------------------------------------------------- forward pass */
 
+/* Micro-batches up to this size replay a captured graph (decode steps of
+ * up to this many sequences); larger ones run eagerly. */
+enum { GRAPH_MAX_TOKENS = 16 };
+
+/* How a micro-batch of up to GRAPH_MAX_TOKENS tokens falls into
+ * sequences, which decides some kernels (and so is part of a graph's
+ * key): each sequence's tokens consecutive (runs), or each token alone in
+ * its sequence (single, a decode step). Larger batches: neither. */
+static bool seq_runs(const brigade_session *s)
+{
+    if (s->n_tok > GRAPH_MAX_TOKENS)
+        return false;
+    for (uint32_t i = 1; i < s->n_tok; i++)
+        if (s->tok_seq[i] != s->tok_seq[i - 1])
+            for (uint32_t j = 0; j + 1 < i; j++)
+                if (s->tok_seq[j] == s->tok_seq[i])
+                    return false;
+    return true;
+}
+static bool seq_single(const brigade_session *s)
+{
+    if (s->n_tok > GRAPH_MAX_TOKENS)
+        return false;
+    for (uint32_t i = 1; i < s->n_tok; i++)
+        for (uint32_t j = 0; j < i; j++)
+            if (s->tok_seq[j] == s->tok_seq[i])
+                return false;
+    return true;
+}
+
 brigade_status bg_gpu_begin(bg_gpu_session *gs, const brigade_session *s, brigade_error *err)
 {
     const bg_gpu_api *api = gs->api;
     gs->x_on_device = false;
     gs->xn_final = false;
+    gs->seq_runs = seq_runs(s);
+    gs->seq_single = seq_single(s);
     if (api->upload(gs->g, bufv(gs, BG_BUF_TOK_SEQ), s->tok_seq, s->n_tok * sizeof(uint32_t)) ||
         api->upload(gs->g, bufv(gs, BG_BUF_TOK_POS), s->tok_pos, s->n_tok * sizeof(uint32_t)))
         return gpu_fail(gs, err, "uploading token positions");
@@ -321,36 +354,6 @@ static uint8_t *out_codes(const bg_gpu_session *gs, bool whole_blocks)
     return whole_blocks ? gs->attn_codes : NULL;
 }
 
-/* Micro-batches up to this size replay a captured graph (decode steps of
- * up to this many sequences); larger ones run eagerly. */
-enum { GRAPH_MAX_TOKENS = 16 };
-
-/* How a micro-batch of up to GRAPH_MAX_TOKENS tokens falls into
- * sequences, which decides some kernels (and so is part of a graph's
- * key): each sequence's tokens consecutive (runs), or each token alone in
- * its sequence (single, a decode step). Larger batches: neither. */
-static bool seq_runs(const brigade_session *s)
-{
-    if (s->n_tok > GRAPH_MAX_TOKENS)
-        return false;
-    for (uint32_t i = 1; i < s->n_tok; i++)
-        if (s->tok_seq[i] != s->tok_seq[i - 1])
-            for (uint32_t j = 0; j + 1 < i; j++)
-                if (s->tok_seq[j] == s->tok_seq[i])
-                    return false;
-    return true;
-}
-static bool seq_single(const brigade_session *s)
-{
-    if (s->n_tok > GRAPH_MAX_TOKENS)
-        return false;
-    for (uint32_t i = 1; i < s->n_tok; i++)
-        for (uint32_t j = 0; j < i; j++)
-            if (s->tok_seq[j] == s->tok_seq[i])
-                return false;
-    return true;
-}
-
 /* Attention's output rows into attn, and their codes into *aq (or NULL). */
 static int attention(bg_gpu_session *gs, const brigade_session *s, uint32_t il, bool gated,
                      uint8_t **aq_out)
@@ -373,7 +376,7 @@ static int attention(bg_gpu_session *gs, const brigade_session *s, uint32_t il, 
         .k_row_bytes = s->k_row_bytes, .v_row_bytes = s->v_row_bytes,
         .k_seq_bytes = gs->plan.k_layer_bytes, .v_seq_bytes = gs->plan.v_layer_bytes,
         .k_rotation = s->k_rotation, .v_rotation = s->v_rotation, .gated = gated,
-        .seq_single = seq_single(s),
+        .seq_single = gs->seq_single,
         .rope_dims = hp->rope_dims, .rope_base = hp->rope_freq_base, .eps = hp->rms_eps,
         .scale = 1.0f / sqrtf((float)hp->head_dim), .q_width = s->q_width,
         .a_width = s->a_width, .kv_width = 2 * kv_dim,
@@ -405,7 +408,7 @@ static int deltanet(bg_gpu_session *gs, const brigade_session *s, uint32_t il, u
     int rc = gs->api->matmul_multi(gs->g, proj, 4, E, xn, E, gs->xn_codes, s->n_tok);
     uint8_t *aq = *aq_out = out_codes(gs, Hv * hp->ssm_state_size % 256 == 0);
     bg_gpu_deltanet_args a = {
-        .n_tok = s->n_tok, .seq_runs = seq_runs(s), .state = hp->ssm_state_size,
+        .n_tok = s->n_tok, .seq_runs = gs->seq_runs, .state = hp->ssm_state_size,
         .n_k_heads = hp->ssm_group_count,
         .n_v_heads = hp->ssm_time_step_rank, .conv_kernel = hp->ssm_conv_kernel,
         .eps = hp->rms_eps, .conv_seq_floats = gs->plan.conv_layer_bytes / sizeof(float),
@@ -639,7 +642,7 @@ brigade_status bg_gpu_layers(bg_gpu_session *gs, brigade_session *s, brigade_err
          * depends only on the batch size and on how its tokens fall into
          * sequences (seq_runs, seq_single) */
         const uint64_t key =
-            s->n_tok | (uint64_t)seq_runs(s) << 32 | (uint64_t)seq_single(s) << 33;
+            s->n_tok | (uint64_t)gs->seq_runs << 32 | (uint64_t)gs->seq_single << 33;
         bool replay = false;
         int rc = gs->api->graph_begin(gs->g, key, &replay);
         if (rc < 0)
