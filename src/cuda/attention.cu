@@ -4,43 +4,13 @@
 // Positions and sequences are read from device memory, so a decode step's
 // launches do not change from one token to the next (CUDA graphs).
 // Not yet run on a GPU (written in a session without one).
-#include "common.cuh"
+#include "rows.cuh"
 
 // ---------------------------------------------------------- block helpers
-
-// Sum over the block (blockDim.x a multiple of 32, at most 1024), in double.
-__device__ double bg_block_sum_d(double v, double *sh)
-{
-    v = bg_warp_sum_d(v);
-    const int w = threadIdx.x / 32, nw = blockDim.x / 32;
-    __syncthreads();
-    if (threadIdx.x % 32 == 0)
-        sh[w] = v;
-    __syncthreads();
-    double total = 0.0;
-    for (int i = 0; i < nw; i++)
-        total += sh[i];
-    return total;
-}
 
 // The block's threads take the elements of a row of D (a multiple of 32)
 // in turn: thread i has elements i, i + blockDim.x, ... (so each warp holds
 // whole 32-value blocks). k_attn_prepare runs D threads, k_attn fewer.
-
-// v = src / sqrt(mean(src^2) + eps) * w, as ops.c: squares in float,
-// summed in double. v: shared.
-__device__ void bg_block_rmsnorm_row(float *v, const float *src, const float *w, uint32_t D,
-                                     float eps, double *sh)
-{
-    double part = 0.0;
-    for (uint32_t j = threadIdx.x; j < D; j += blockDim.x)
-        part += (double)(src[j] * src[j]);
-    const double sum = bg_block_sum_d(part, sh);
-    const float scale = 1.0f / sqrtf((float)(sum / (double)D) + eps);
-    for (uint32_t j = threadIdx.x; j < D; j += blockDim.x)
-        v[j] = w ? (src[j] * scale) * w[j] : src[j] * scale;
-    __syncthreads();
-}
 
 // Walsh-Hadamard transform of each chunk of n of v[0..D) (shared), scaled
 // by 1 / sqrt(n) first, as ops.c's bg_hadamard.
@@ -81,9 +51,10 @@ __device__ void bg_block_rope(float *v, uint32_t n_rot, uint32_t pos, float base
 // A query or key head as it enters attention: QK-norm, rope at pos, and
 // the rotation of a quantized K cache (0: none), into v (shared).
 __device__ void bg_block_head_in(const bg_gpu_attn_args &a, float *v, const float *src,
-                                 const float *norm_w, uint32_t pos, double *sh)
+                                 const float *norm_w, uint32_t pos)
 {
-    bg_block_rmsnorm_row(v, src, norm_w, a.head_dim, a.eps, sh);
+    bg_block_rmsnorm(v, src, norm_w, a.head_dim, a.eps);
+    __syncthreads();
     bg_block_rope(v, a.rope_dims, pos, a.rope_base);
     if (a.k_rotation)
         bg_block_hadamard(v, a.head_dim, a.k_rotation);
@@ -196,11 +167,10 @@ __device__ float bg_query_round(uint32_t type_k, float x)
 // K normed, roped and rotated, V rotated, stored as the cache stores them
 // at kc and vc (device or shared memory). v: D floats of shared scratch.
 __device__ void bg_kv_fresh(const bg_gpu_attn_args &a, const float *kv, uint32_t h,
-                            const float *k_norm, uint32_t pos, float *v, uint8_t *kc, uint8_t *vc,
-                            double *red)
+                            const float *k_norm, uint32_t pos, float *v, uint8_t *kc, uint8_t *vc)
 {
     const uint32_t D = a.head_dim;
-    bg_block_head_in(a, v, kv + (size_t)h * D, k_norm, pos, red);
+    bg_block_head_in(a, v, kv + (size_t)h * D, k_norm, pos);
     for (uint32_t j = threadIdx.x; j < D; j += blockDim.x)
         bg_cache_put(a.type_k, kc, j, v[j]);
     __syncthreads();
@@ -224,7 +194,6 @@ __global__ void k_attn_prepare(bg_gpu_attn_args a, const float *q, const float *
                                const uint32_t *tok_pos, int *split_counters)
 {
     BG_KERNEL_ENTRY();
-    __shared__ double red[32];
     BG_DYNAMIC_SHARED(float, v); // [head_dim]
     const uint32_t t = blockIdx.x, h = blockIdx.y, D = a.head_dim, j = threadIdx.x;
     const uint32_t pos = tok_pos[t], seq = tok_seq[t];
@@ -234,7 +203,7 @@ __global__ void k_attn_prepare(bg_gpu_attn_args a, const float *q, const float *
         const float *src = q + (size_t)t * a.q_width + (size_t)(a.gated ? 2 * h : h) * D;
         if (a.gated)
             gate[(size_t)t * a.a_width + (size_t)h * D + j] = src[D + j];
-        bg_block_head_in(a, v, src, q_norm, pos, red);
+        bg_block_head_in(a, v, src, q_norm, pos);
         attn[(size_t)t * a.a_width + (size_t)h * D + j] = bg_query_round(a.type_k, v[j]);
         __syncthreads();
     }
@@ -242,8 +211,7 @@ __global__ void k_attn_prepare(bg_gpu_attn_args a, const float *q, const float *
         return;
     bg_kv_fresh(a, kv + (size_t)t * a.kv_width, h, k_norm, pos, v,
                 k_cache + seq * a.k_seq_bytes + pos * a.k_row_bytes + h * bg_head_bytes(a.type_k, D),
-                v_cache + seq * a.v_seq_bytes + pos * a.v_row_bytes + h * bg_head_bytes(a.type_v, D),
-                red);
+                v_cache + seq * a.v_seq_bytes + pos * a.v_row_bytes + h * bg_head_bytes(a.type_v, D));
 }
 
 enum { ATT_WARPS = 4, ATT_CHUNK = 32, ATT_PER_WARP = ATT_CHUNK / ATT_WARPS };
@@ -556,13 +524,12 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         f.on ? f.q + (size_t)t * a.q_width + (size_t)(a.gated ? 2 * h : h) * D : NULL;
     const bool fresh = f.on && z == n_split - 1; // the range with the token's position
     if (f.on) {
-        __shared__ double red[32];
-        bg_block_head_in(a, sh.qs, q_row, f.q_norm, pos, red);
+        bg_block_head_in(a, sh.qs, q_row, f.q_norm, pos);
         for (uint32_t e = threadIdx.x; e < D; e += blockDim.x)
             sh.qs[e] = bg_query_round(a.type_k, sh.qs[e]);
         if (fresh) {
             bg_kv_fresh(a, f.kv + (size_t)t * a.kv_width, kvh, f.k_norm, pos, sh.out, sh.kf,
-                        sh.vf, red);
+                        sh.vf);
             if (h % group == 0) { // one block stores them; the others read their own
                 bg_stage_rows((uint8_t *)kc + pos * a.k_row_bytes, sh.kf, 0, (uint32_t)kh, 1);
                 bg_stage_rows((uint8_t *)vc + pos * a.v_row_bytes, sh.vf, 0, (uint32_t)vh, 1);
