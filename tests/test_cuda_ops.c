@@ -124,9 +124,12 @@ static void matmuls(void)
         BG_TYPE_Q4_1, BG_TYPE_Q5_0, BG_TYPE_Q5_1, BG_TYPE_Q4_K,   BG_TYPE_Q5_K,
         BG_TYPE_Q6_K, BG_TYPE_IQ4_NL, BG_TYPE_IQ4_XS,
     };
-    static const uint32_t toks[] = {1, 3, 8, 13};
+    /* 13 and 41 tokens: the integer path on the tensor cores, 41 with a
+     * tile of 32 and a part of one */
+    static const uint32_t toks[] = {1, 3, 8, 13, 41};
     /* rows of 768 take a warp each; rows of 256 (integer path) 8 lanes,
-     * four rows to a warp, 70 not a multiple of a block's rows */
+     * four rows to a warp, 70 not a multiple of a block's rows (nor of the
+     * tensor cores' 16 a warp) */
     static const uint64_t widths[] = {768, 256};
     const uint64_t n_out = 70;
     for (size_t i = 0; i < 2 * sizeof types / sizeof *types; i++) {
@@ -147,7 +150,7 @@ static void matmuls(void)
         }
         /* gate and up rows together: h = silu(Wg x) * Wu x */
         uint64_t wu = put_weights(type, n_in, n_out, 0.05f);
-        for (uint32_t n = 1; n <= 13; n += 12) {
+        for (uint32_t n = 1; n <= 37; n += 12 + (n > 1 ? 12 : 0)) { /* 1, 13, 37 */
             uint64_t x = put_random(n * n_in, 1.0f), h = put_zeros(n * (n_out + 2));
             int rc = dev->matmul_swiglu(dg, type, D(w), D(wu), n_in, n_out, D(x), n_in, D(h),
                                         n_out + 2, n);
@@ -175,7 +178,7 @@ static void multis(void)
     static const uint64_t n_out[3] = {70, 36, 8};
     const uint64_t n_in = 512;
     for (size_t i = 0; i < sizeof sets / sizeof *sets; i++)
-        for (uint32_t n = 1; n <= 9; n += 8) {
+        for (uint32_t n = 1; n <= 33; n += n == 1 ? 8 : 24) { /* 1, 9, 33 */
             uint64_t mark = used;
             uint64_t x = put_random(n * n_in, 1.0f), w[3], y[3];
             bg_gpu_proj dp[3], rp[3];

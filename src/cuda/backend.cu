@@ -13,6 +13,9 @@ static int bg_check(bg_gpu *g, cudaError_t e, const char *what)
 }
 
 bool bg_pdl = false;
+// Prefill's integer products on the tensor cores (matmul.cu): sm_80 and
+// later (every card the build targets), unless BRIGADE_CUDA_MMA is 0.
+bool bg_mma = false;
 
 // Programmatic dependent launch is used when the card has it (sm_90 and
 // later), BRIGADE_CUDA_PDL is not 0, and this runtime runs two such
@@ -88,9 +91,12 @@ static int gpu_init(int device, bg_gpu **out, char *desc, size_t desc_cap, char 
     bg_pdl = prop.major >= 9 && !(pdl_env && !strcmp(pdl_env, "0"));
     if (bg_pdl)
         bg_pdl = pdl_works(g->stream);
-    snprintf(desc, desc_cap, "%s (sm_%d%d, %.1f GiB%s)", prop.name, prop.major, prop.minor,
+    const char *mma_env = getenv("BRIGADE_CUDA_MMA");
+    bg_mma = prop.major >= 8 && !(mma_env && !strcmp(mma_env, "0"));
+    snprintf(desc, desc_cap, "%s (sm_%d%d, %.1f GiB%s%s)", prop.name, prop.major, prop.minor,
              prop.totalGlobalMem / 1073741824.0,
-             bg_pdl ? ", programmatic dependent launch" : "");
+             bg_pdl ? ", programmatic dependent launch" : "",
+             bg_mma ? ", int8 tensor cores" : "");
     *out = g;
     return 0;
 }

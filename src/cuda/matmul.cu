@@ -111,64 +111,96 @@ __device__ __forceinline__ int bg_dp4a(int a, int b, int c)
     return __dp4a(a, b, c);
 }
 
-// Chunk c of a row as 8 words of four int8 weights, and its scales.
+// Chunk c of a row: its scales (value = s0 * code for its first 16 codes,
+// s1 * code for its last 16, less m), and word k (of 8) of its codes as
+// four int8.
 template <int T>
-__device__ __forceinline__ void bg_int32(const uint8_t *row, uint64_t c, int w[8], float *s0,
-                                         float *s1, float *m);
+__device__ __forceinline__ void bg_int_scales(const uint8_t *row, uint64_t c, float *s0,
+                                              float *s1, float *m);
+template <int T> __device__ __forceinline__ int bg_int_word(const uint8_t *row, uint64_t c, int k);
+
 template <>
-__device__ __forceinline__ void bg_int32<T_Q8_0>(const uint8_t *row, uint64_t c, int w[8],
-                                                 float *s0, float *s1, float *m)
+__device__ __forceinline__ void bg_int_scales<T_Q8_0>(const uint8_t *row, uint64_t c, float *s0,
+                                                      float *s1, float *m)
 {
-    const uint8_t *b = row + c * 34; // 2-byte aligned: the codes are read by halves
-    *s0 = *s1 = bg_h2f(bg_ld16(b));
+    *s0 = *s1 = bg_h2f(bg_ld16(row + c * 34));
     *m = 0.0f;
-    const uint16_t *h = BG_ALIGNED(const uint16_t *, b + 2);
-#pragma unroll
-    for (int k = 0; k < 8; k++)
-        w[k] = (int)((uint32_t)h[2 * k] | (uint32_t)h[2 * k + 1] << 16);
 }
 template <>
-__device__ __forceinline__ void bg_int32<T_Q4_K>(const uint8_t *row, uint64_t c, int w[8],
-                                                 float *s0, float *s1, float *m)
+__device__ __forceinline__ int bg_int_word<T_Q8_0>(const uint8_t *row, uint64_t c, int k)
 {
-    const uint8_t *b = row + (c / 8) * 144; // 16-byte aligned: rows are 144-byte multiples
-    const int g = (int)(c % 8);
+    // 2-byte aligned: the codes are read by halves
+    const uint16_t *h = BG_ALIGNED(const uint16_t *, row + c * 34 + 2);
+    return (int)((uint32_t)h[2 * k] | (uint32_t)h[2 * k + 1] << 16);
+}
+
+template <>
+__device__ __forceinline__ void bg_int_scales<T_Q4_K>(const uint8_t *row, uint64_t c, float *s0,
+                                                      float *s1, float *m)
+{
+    const uint8_t *b = row + (c / 8) * 144;
     int sc, mn;
-    bg_k_scale_min(b + 4, g, &sc, &mn);
+    bg_k_scale_min(b + 4, (int)(c % 8), &sc, &mn);
     *s0 = *s1 = __fmul_rn(bg_h2f(bg_ld16(b)), (float)sc);
     *m = __fmul_rn(bg_h2f(bg_ld16(b + 2)), (float)mn);
-    const uint4 *qs = BG_ALIGNED(const uint4 *, b + 16 + 32 * (g / 2));
-    const uint4 lo = qs[0], hi = qs[1];
-    const uint32_t words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    const int shift = 4 * (g % 2);
-#pragma unroll
-    for (int k = 0; k < 8; k++)
-        w[k] = (int)((words[k] >> shift) & 0x0F0F0F0Fu);
 }
 template <>
-__device__ __forceinline__ void bg_int32<T_Q6_K>(const uint8_t *row, uint64_t c, int w[8],
-                                                 float *s0, float *s1, float *m)
+__device__ __forceinline__ int bg_int_word<T_Q4_K>(const uint8_t *row, uint64_t c, int k)
+{
+    // chunks 2j and 2j + 1 share 32 bytes: low nibbles, then high
+    const uint32_t *qs = BG_ALIGNED(const uint32_t *, row + (c / 8) * 144 + 16 + 32 * (c % 8 / 2));
+    return (int)((qs[k] >> 4 * (c % 2)) & 0x0F0F0F0Fu);
+}
+
+template <>
+__device__ __forceinline__ void bg_int_scales<T_Q6_K>(const uint8_t *row, uint64_t c, float *s0,
+                                                      float *s1, float *m)
+{
+    const uint8_t *b = row + (c / 8) * 210; // 2-byte aligned: the block is 210 bytes
+    const int8_t *scales = (const int8_t *)(b + 192);
+    const float d = bg_h2f(bg_ld16(b + 208));
+    const int e0 = 32 * (int)(c % 8);
+    *s0 = __fmul_rn(d, (float)scales[e0 / 16]);
+    *s1 = __fmul_rn(d, (float)scales[e0 / 16 + 1]);
+    *m = 0.0f;
+}
+template <>
+__device__ __forceinline__ int bg_int_word<T_Q6_K>(const uint8_t *row, uint64_t c, int k)
 {
     // A chunk's 32 values have 32 consecutive bytes of ql (their low or
     // high nibbles) and of qh (one 2-bit field), so a word at a time: four
     // 6-bit values, then minus 32 in each byte without borrows between
     // them (bit 7 set first, flipped back after).
-    const uint8_t *b = row + (c / 8) * 210; // 2-byte aligned: the block is 210 bytes
-    const int8_t *scales = (const int8_t *)(b + 192);
-    const float d = bg_h2f(bg_ld16(b + 208));
+    const uint8_t *b = row + (c / 8) * 210;
     const int e0 = 32 * (int)(c % 8), h = e0 / 128, el0 = e0 % 128;
-    *s0 = __fmul_rn(d, (float)scales[e0 / 16]);
-    *s1 = __fmul_rn(d, (float)scales[e0 / 16 + 1]);
-    *m = 0.0f;
     const uint16_t *ql = BG_ALIGNED(const uint16_t *, b + 64 * h + el0 % 64);
     const uint16_t *qh = BG_ALIGNED(const uint16_t *, b + 128 + 32 * h);
     const int lo_shift = el0 >= 64 ? 4 : 0, hi_shift = 2 * (el0 / 32);
+    const uint32_t lo = (uint32_t)ql[2 * k] | (uint32_t)ql[2 * k + 1] << 16;
+    const uint32_t hi = (uint32_t)qh[2 * k] | (uint32_t)qh[2 * k + 1] << 16;
+    const uint32_t v = ((lo >> lo_shift) & 0x0F0F0F0Fu) | ((hi >> hi_shift) & 0x03030303u) << 4;
+    return (int)(((v | 0x80808080u) - 0x20202020u) ^ 0x80808080u);
+}
+
+// Chunk c of a row as 8 words of four int8 weights, and its scales: Q4_K's
+// 32 bytes in two wide loads, the others a word at a time.
+template <int T>
+__device__ __forceinline__ void bg_int32(const uint8_t *row, uint64_t c, int w[8], float *s0,
+                                         float *s1, float *m)
+{
+    bg_int_scales<T>(row, c, s0, s1, m);
+    if constexpr (T == T_Q4_K) {
+        const uint4 *qs = BG_ALIGNED(const uint4 *, row + (c / 8) * 144 + 16 + 32 * (c % 8 / 2));
+        const uint4 lo = qs[0], hi = qs[1];
+        const uint32_t words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+        const int shift = 4 * (int)(c % 2);
 #pragma unroll
-    for (int k = 0; k < 8; k++) {
-        const uint32_t lo = (uint32_t)ql[2 * k] | (uint32_t)ql[2 * k + 1] << 16;
-        const uint32_t hi = (uint32_t)qh[2 * k] | (uint32_t)qh[2 * k + 1] << 16;
-        const uint32_t v = ((lo >> lo_shift) & 0x0F0F0F0Fu) | ((hi >> hi_shift) & 0x03030303u) << 4;
-        w[k] = (int)(((v | 0x80808080u) - 0x20202020u) ^ 0x80808080u);
+        for (int k = 0; k < 8; k++)
+            w[k] = (int)((words[k] >> shift) & 0x0F0F0F0Fu);
+    } else {
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            w[k] = bg_int_word<T>(row, c, k);
     }
 }
 
@@ -268,6 +300,156 @@ __device__ __forceinline__ void bg_rows_dot_int_coding(const uint8_t *const rows
         bg_acc_chunk_int<NR, 1>(acc, 0, w, s0, s1, m, a, da);
     }
     bg_acc_lanes_sum<NR, 1>(acc, 1, lanes);
+}
+
+// ---------------------------------------------- tensor cores
+//
+// Products of more than MM_TOK tokens on the integer path (prefill) run on
+// the tensor cores: mma.sync m16n8k16 over int8 (sm_80 and later) gives a
+// warp the sums over 16 codes of 16 weight rows by 8 tokens, the i0 and i1
+// that bg_acc_chunk_int adds up with dp4a a lane at a time; each chunk's
+// value is then the same float expression, da * (s0 i0 + s1 i1 - m asum).
+// A warp takes 16 rows by 8 * NG tokens, so a weight word it loads serves
+// 8 * NG tokens instead of MM_TOK. BRIGADE_CUDA_MMA=0 turns this off.
+//
+// Fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16 with integer
+// type"), for lane l, g = l / 4, q = l % 4: A is a register of row g's codes
+// 4q .. 4q + 3 and one of row g + 8's; B a register of token g's codes
+// 4q .. 4q + 3; D rows g and g + 8 by tokens 2q and 2q + 1.
+extern bool bg_mma; // backend.cu sets it
+
+// d = the 16 x 8 products of a_lo / a_hi (rows g, g + 8) and b (token g).
+__device__ __forceinline__ void bg_mma_s8(int d[4], int a_lo, int a_hi, int b)
+{
+#if defined(__CUDA_ARCH__)
+    asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+        "{%7, %7, %7, %7};"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+        : "r"(a_lo), "r"(a_hi), "r"(b), "r"(0));
+#else
+    // the host emulation: each sum from the lanes holding its row and token
+    const int g = (int)(threadIdx.x % 32 / 4), q = (int)(threadIdx.x % 4);
+    d[0] = d[1] = d[2] = d[3] = 0;
+    for (int p = 0; p < 4; p++) {
+        const int lo = __shfl_sync(0xffffffffu, a_lo, 4 * g + p);
+        const int hi = __shfl_sync(0xffffffffu, a_hi, 4 * g + p);
+        const int b0 = __shfl_sync(0xffffffffu, b, 8 * q + p);
+        const int b1 = __shfl_sync(0xffffffffu, b, 8 * q + 4 + p);
+        d[0] = __dp4a(lo, b0, d[0]), d[1] = __dp4a(lo, b1, d[1]);
+        d[2] = __dp4a(hi, b0, d[2]), d[3] = __dp4a(hi, b1, d[3]);
+    }
+#endif
+}
+
+enum { MMA_ROWS = 16 * MM_WARPS, MMA_NG = 4 };
+
+// Rows o0 .. o0 + 15 of the NR matrices w (rows past n_out read the last
+// row and are not stored) against tokens 0 .. nt - 1 of a tile (0 < nt <=
+// 8 NG): token i's coded row at xq_row(i); out(i, o, v) stores row o's
+// value for token i (NR = 2: silu(w[0] x) * w[1] x). The whole warp calls
+// it.
+template <int T, int NR, int NG, typename XRow, typename Out>
+__device__ __forceinline__ void bg_mma_rows(const uint8_t *const w[NR], uint64_t o0,
+                                            uint64_t n_out, uint64_t n_in, int nt, XRow xq_row,
+                                            Out out)
+{
+    const int g = (int)(threadIdx.x % 32 / 4), q = (int)(threadIdx.x % 4);
+    const uint64_t rb = bg_row_bytes<T>(n_in), o[2] = {o0 + g, o0 + g + 8};
+    const uint8_t *rows[NR][2];
+#pragma unroll
+    for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            rows[r][h] = w[r] + (o[h] < n_out ? o[h] : n_out - 1) * rb;
+    // token g of each group of 8 for B; tokens 2q and 2q + 1 for D
+    const uint8_t *xb[NG], *xd[NG][2];
+#pragma unroll
+    for (int j = 0; j < NG; j++) {
+        const int ib = 8 * j + g, id = 8 * j + 2 * q;
+        xb[j] = xq_row(ib < nt ? ib : nt - 1);
+        xd[j][0] = xq_row(id < nt ? id : nt - 1);
+        xd[j][1] = xq_row(id + 1 < nt ? id + 1 : nt - 1);
+    }
+    float acc[NR][NG][4];
+#pragma unroll
+    for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int j = 0; j < NG; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                acc[r][j][e] = 0.0f;
+    const uint64_t n_chunks = n_in / 32;
+    for (uint64_t c = 0; c < n_chunks; c++) {
+        int a[NR][2][2]; // [matrix][half of the chunk][row g, row g + 8]
+        float s0[NR][2], s1[NR][2], m[NR][2];
+#pragma unroll
+        for (int r = 0; r < NR; r++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                a[r][0][h] = bg_int_word<T>(rows[r][h], c, q);
+                a[r][1][h] = bg_int_word<T>(rows[r][h], c, q + 4);
+                bg_int_scales<T>(rows[r][h], c, &s0[r][h], &s1[r][h], &m[r][h]);
+            }
+#pragma unroll
+        for (int j = 0; j < NG; j++) {
+            const uint32_t *bw = BG_ALIGNED(const uint32_t *, xb[j] + c * 32);
+            const int b0 = (int)bw[q], b1 = (int)bw[q + 4];
+            // the codes' sums of tokens 2q and 2q + 1, for the mins
+            float as[2] = {0.0f, 0.0f};
+            if constexpr (T == T_Q4_K) {
+                int s = bg_dp4a(b0, 0x01010101, bg_dp4a(b1, 0x01010101, 0));
+                s += __shfl_xor_sync(0xffffffffu, s, 1);
+                s += __shfl_xor_sync(0xffffffffu, s, 2);
+                as[0] = (float)__shfl_sync(0xffffffffu, s, 8 * q);
+                as[1] = (float)__shfl_sync(0xffffffffu, s, 8 * q + 4);
+            }
+            const float da[2] = {((const float *)(xd[j][0] + n_in))[c],
+                                 ((const float *)(xd[j][1] + n_in))[c]};
+#pragma unroll
+            for (int r = 0; r < NR; r++) {
+                int i0[4], i1[4];
+                bg_mma_s8(i0, a[r][0][0], a[r][0][1], b0);
+                bg_mma_s8(i1, a[r][1][0], a[r][1][1], b1);
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int h = e / 2, t = e % 2;
+                    acc[r][j][e] += da[t] * (s0[r][h] * (float)i0[e] + s1[r][h] * (float)i1[e] -
+                                             m[r][h] * as[t]);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < NG; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int i = 8 * j + 2 * q + e % 2;
+            if (o[e / 2] < n_out && i < nt)
+                out(i, o[e / 2],
+                    NR == 2 ? bg_silu(acc[0][j][e]) * acc[NR - 1][j][e] : acc[0][j][e]);
+        }
+}
+
+// Rows o0 .. o0 + 15 of w (NR matrices) against n_tok tokens coded in xq,
+// tiles of 8 MMA_NG tokens from blockIdx.y on, into y (stride ys).
+template <int T, int NR>
+__device__ __forceinline__ void bg_mma_tokens(const uint8_t *const w[NR], uint64_t o0,
+                                              uint64_t n_out, uint64_t n_in, const uint8_t *xq,
+                                              uint32_t n_tok, float *y, size_t ys)
+{
+    const uint64_t qs = bg_code_row_bytes(n_in);
+    for (uint32_t t0 = blockIdx.y * 8 * MMA_NG; t0 < n_tok; t0 += gridDim.y * 8 * MMA_NG) {
+        const int nt = n_tok - t0 < 8 * MMA_NG ? (int)(n_tok - t0) : 8 * MMA_NG;
+        bg_mma_rows<T, NR, MMA_NG>(
+            w, o0, n_out, n_in, nt, [&](int i) { return xq + (size_t)(t0 + i) * qs; },
+            [&](int i, uint64_t o, float v) { y[(size_t)(t0 + i) * ys + o] = v; });
+    }
+}
+
+// The first row of the calling warp's 16 (MMA_ROWS a block).
+__device__ __forceinline__ uint64_t bg_mma_first_row(uint32_t block)
+{
+    return (uint64_t)block * MMA_ROWS + threadIdx.x / 32 * 16;
 }
 
 // ---------------------------------------------- the float path
@@ -564,6 +746,18 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_matmul(const bg_mm m, const b
     bg_tail_finish<TAIL>(tail);
 }
 
+// k_matmul's integer path on the tensor cores (more than MM_TOK tokens, no
+// tail): a warp 16 rows.
+template <int T, int NR>
+__global__ void __launch_bounds__(MM_WARPS * 32) k_matmul_mma(const bg_mm m)
+{
+    BG_KERNEL_ENTRY();
+    const uint64_t o0 = bg_mma_first_row(blockIdx.x);
+    const uint8_t *const w[2] = {m.w0, m.w1};
+    if (o0 < m.n_out)
+        bg_mma_tokens<T, NR>(w, o0, m.n_out, m.n_in, m.xq, m.n_tok, m.y, m.ys);
+}
+
 // Whether products with weights of this type code their activations for
 // the integer path (bg_int_path), and how.
 static bool int_path(uint32_t type) { return type == T_Q4_K || type == T_Q6_K || type == T_Q8_0; }
@@ -620,6 +814,17 @@ static dim3 mm_grid(uint64_t n_out, uint32_t n_tok, int lanes)
     return dim3(row_blocks(n_out, lanes), groups > 65535 ? 65535 : groups);
 }
 
+// Whether a product of n_tok tokens on the integer path runs on the tensor
+// cores, and the blocks of those kernels: for n_out rows, and for n_tok
+// tokens (tiles of 8 MMA_NG).
+static bool mma_on(uint32_t n_tok) { return bg_mma && n_tok > MM_TOK; }
+static uint32_t mma_blocks(uint64_t n_out) { return (uint32_t)((n_out + MMA_ROWS - 1) / MMA_ROWS); }
+static uint32_t mma_tiles(uint32_t n_tok)
+{
+    const uint32_t tiles = (n_tok + 8 * MMA_NG - 1) / (8 * MMA_NG);
+    return tiles > 65535 ? 65535 : tiles;
+}
+
 template <int T, int NR, int TOK, bool INT, int TAIL>
 static void launch_k_matmul(bg_gpu *g, dim3 grid, const bg_mm &m, const bg_tail &tail)
 {
@@ -637,6 +842,11 @@ static bool launch_matmul(bg_gpu *g, dim3 grid, const bg_mm &m, const bg_tail &t
 {
     if constexpr (bg_int_path<T>::on) {
         if (m.xq) {
+            if (tail.kind == TAIL_NONE && mma_on(m.n_tok)) {
+                BG_LAUNCH(dim3(mma_blocks(m.n_out), mma_tiles(m.n_tok)), MM_WARPS * 32, 0,
+                          g->stream, k_matmul_mma<T, NR>)(m);
+                return false;
+            }
             if constexpr (NR == 1)
                 if (tail.kind == TAIL_ADD_RMSNORM) {
                     if (m.n_tok == 1)
@@ -748,6 +958,28 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
     }
 }
 
+// k_matmul_multi on the tensor cores (first_block counts MMA_ROWS a block).
+__global__ void __launch_bounds__(MM_WARPS * 32)
+    k_matmul_multi_mma(bg_multi m, uint64_t n_in, const uint8_t *xq, uint32_t n_tok)
+{
+    BG_KERNEL_ENTRY();
+    uint32_t k = 0;
+    while (k + 1 < m.n && blockIdx.x >= m.first_block[k + 1])
+        k++;
+    const uint64_t o0 = bg_mma_first_row(blockIdx.x - m.first_block[k]);
+    if (o0 >= m.n_out[k])
+        return;
+    const uint8_t *const w[1] = {m.w[k]};
+    switch (m.type[k]) {
+#define ROWS(T) bg_mma_tokens<T, 1>(w, o0, m.n_out[k], n_in, xq, n_tok, m.y[k], m.ys[k])
+    case T_Q4_K: ROWS(T_Q4_K); break;
+    case T_Q6_K: ROWS(T_Q6_K); break;
+    case T_Q8_0: ROWS(T_Q8_0); break;
+#undef ROWS
+    default: break;
+    }
+}
+
 extern "C" int bg_cuda_matmul_multi(bg_gpu *g, const bg_gpu_proj *proj, uint32_t n_proj,
                                     uint64_t n_in, const float *d_x, size_t x_stride,
                                     const uint8_t *d_xq, uint32_t n_tok)
@@ -776,6 +1008,7 @@ extern "C" int bg_cuda_matmul_multi(bg_gpu *g, const bg_gpu_proj *proj, uint32_t
     }
     bg_multi m = {};
     m.lanes = row_lanes(true, n_in);
+    const bool mma = mma_on(n_tok);
     uint32_t blocks = 0;
     for (uint32_t k = 0; k < n_proj; k++) {
         m.w[k] = (const uint8_t *)proj[k].d_w;
@@ -784,13 +1017,16 @@ extern "C" int bg_cuda_matmul_multi(bg_gpu *g, const bg_gpu_proj *proj, uint32_t
         m.ys[k] = proj[k].y_stride;
         m.type[k] = proj[k].type;
         m.first_block[k] = blocks;
-        blocks += row_blocks(proj[k].n_out, m.lanes);
+        blocks += mma ? mma_blocks(proj[k].n_out) : row_blocks(proj[k].n_out, m.lanes);
     }
     m.first_block[n_proj] = blocks;
     m.n = n_proj;
     const uint32_t groups = (n_tok + MM_TOK - 1) / MM_TOK;
     const dim3 grid(blocks, groups > 65535 ? 65535 : groups);
-    if (n_tok == 1)
+    if (mma)
+        BG_LAUNCH(dim3(blocks, mma_tiles(n_tok)), MM_WARPS * 32, 0, g->stream,
+                  k_matmul_multi_mma)(m, n_in, xq, n_tok);
+    else if (n_tok == 1)
         BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul_multi<1>)(m, n_in, xq, n_tok);
     else
         BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul_multi<MM_TOK>)(m, n_in, xq, n_tok);
@@ -929,6 +1165,27 @@ __device__ __forceinline__ size_t bg_egroup_xrow(int32_t slot, uint32_t n_routed
     return s < n_routed ? s / x_div : x_div == 1 ? s : s - n_routed;
 }
 
+// The blockIdx.y-th expert chosen (the last blockIdx.y: the shared expert,
+// when set): its matrices, and the range [first, end) of the slots filed
+// under it (slot(i): the i-th).
+struct bg_expert_pick {
+    const uint8_t *w[2];
+    int32_t first, end;
+    const int32_t *sorted; // the routed slots by expert (route's grouping)
+    int32_t n_routed;      // NULL sorted: the shared expert's slots follow these
+    __device__ int32_t slot(int32_t i) const { return sorted ? sorted[i] : n_routed + i; }
+};
+__device__ __forceinline__ bg_expert_pick bg_pick_expert(const bg_egroup &p, bool shared)
+{
+    if (shared)
+        return {{p.shared[0], p.shared[1]}, 0, (int32_t)p.n_shared, NULL, (int32_t)p.n_routed};
+    const int32_t *offsets = p.groups, *active = p.groups + p.n_expert + 2;
+    const int32_t e = active[blockIdx.y];
+    const uint64_t at = (uint64_t)e * p.expert_bytes;
+    return {{p.w[0] + at, p.w[1] + at}, offsets[e], offsets[e + 1], active + p.n_expert,
+            (int32_t)p.n_routed};
+}
+
 // Rows o of the matrices of the blockIdx.y-th expert chosen (the last
 // blockIdx.y: the shared expert, when set), over the slots filed under it,
 // TOK at a time (1 for decode steps: an expert seldom has more). NR = 2: gate
@@ -940,27 +1197,15 @@ template <int T, int NR, int TOK, int PATH>
 __device__ __forceinline__ void bg_expert_rows(const bg_egroup &p, bool shared, uint64_t o,
                                                bool valid)
 {
-    const int32_t *offsets = p.groups, *n_active = p.groups + p.n_expert + 1;
-    const int32_t *active = n_active + 1, *sorted = active + p.n_expert;
+    const bg_expert_pick pick = bg_pick_expert(p, shared);
     const uint64_t at = o * bg_row_bytes<T>(p.n_in), qs = bg_code_row_bytes(p.n_in);
-    int32_t first = 0, end = (int32_t)p.n_shared;
-    const uint8_t *rows[2];
-    if (shared) {
-        rows[0] = p.shared[0] + at, rows[1] = p.shared[1] + at;
-    } else {
-        const int32_t e = active[blockIdx.y];
-        first = offsets[e], end = offsets[e + 1];
-        rows[0] = p.w[0] + (uint64_t)e * p.expert_bytes + at;
-        rows[1] = p.w[1] + (uint64_t)e * p.expert_bytes + at;
-    }
-    for (int32_t i0 = first; i0 < end; i0 += TOK) {
-        const int nt = end - i0 < TOK ? end - i0 : TOK;
+    const uint8_t *const rows[2] = {pick.w[0] + at, pick.w[1] + at};
+    for (int32_t i0 = pick.first; i0 < pick.end; i0 += TOK) {
+        const int nt = pick.end - i0 < TOK ? pick.end - i0 : TOK;
         int32_t slot[TOK];
 #pragma unroll
-        for (int t = 0; t < TOK; t++) {
-            const int32_t i = i0 + (t < nt ? t : 0);
-            slot[t] = shared ? (int32_t)p.n_routed + i : sorted[i];
-        }
+        for (int t = 0; t < TOK; t++)
+            slot[t] = pick.slot(i0 + (t < nt ? t : 0));
         float acc[NR][TOK];
         if constexpr (PATH == EG_CODING) {
             static_assert(TOK == 1, "coding on the way takes one slot at a time");
@@ -1010,6 +1255,33 @@ __global__ void __launch_bounds__(MM_WARPS * 32, TAIL == TAIL_NONE ? 1 : EG_TAIL
     bg_tail_finish<TAIL>(p.tail);
 }
 
+// k_expert_group's integer path on the tensor cores (experts with more
+// than a slot on average, no tail): a warp 16 rows, over tiles of
+// 8 EG_MMA_NG of its expert's slots (16: prefill's average with 512 tokens
+// and 8 of 256 experts).
+enum { EG_MMA_NG = 2 };
+template <int T, int NR>
+__global__ void __launch_bounds__(MM_WARPS * 32) k_expert_group_mma(const bg_egroup p)
+{
+    BG_KERNEL_ENTRY();
+    const int32_t *n_active = p.groups + p.n_expert + 1;
+    const bool shared = p.shared[0] && blockIdx.y == gridDim.y - 1;
+    const uint64_t o0 = bg_mma_first_row(blockIdx.x);
+    if ((!shared && (int32_t)blockIdx.y >= *n_active) || o0 >= p.n_out)
+        return;
+    const bg_expert_pick pick = bg_pick_expert(p, shared);
+    const uint64_t qs = bg_code_row_bytes(p.n_in);
+    for (int32_t i0 = pick.first; i0 < pick.end; i0 += 8 * EG_MMA_NG) {
+        const int nt = pick.end - i0 < 8 * EG_MMA_NG ? pick.end - i0 : 8 * EG_MMA_NG;
+        bg_mma_rows<T, NR, EG_MMA_NG>(
+            pick.w, o0, p.n_out, p.n_in, nt,
+            [&](int i) {
+                return p.xq + bg_egroup_xrow(pick.slot(i0 + i), p.n_routed, p.x_div) * qs;
+            },
+            [&](int i, uint64_t o, float v) { p.y[(size_t)pick.slot(i0 + i) * p.ys + o] = v; });
+    }
+}
+
 // The integer path's kernels for weights of type T (lone: a slot at a
 // time, for decode steps, where an expert seldom has more; coding: x is
 // coded on the way).
@@ -1034,6 +1306,11 @@ template <int T, int NR>
 static bool launch_expert_group(bg_gpu *g, dim3 grid, const bg_egroup &p, bool lone, bool coding)
 {
     if constexpr (bg_int_path<T>::on) {
+        if (!lone && p.xq && bg_mma && p.tail.kind == TAIL_NONE) {
+            BG_LAUNCH(dim3(mma_blocks(p.n_out), grid.y), MM_WARPS * 32, 0, g->stream,
+                      k_expert_group_mma<T, NR>)(p);
+            return false;
+        }
         if (coding || p.xq) {
             if constexpr (NR == 1)
                 if (p.tail.kind == TAIL_FFN_END) {
