@@ -10,7 +10,8 @@
 # --gpu-budget 24G and 16G (-ngl auto), and 1/4/16 parallel sequences;
 # decode all on the GPU is also given as weight bytes per second, a share
 # of the card's copy bandwidth (scripts/membw.cu), and without
-# programmatic dependent launch (BRIGADE_CUDA_PDL=0) beside it; where
+# programmatic dependent launch (BRIGADE_CUDA_PDL=0) beside it, and
+# prefill without the int8 tensor cores (BRIGADE_CUDA_MMA=0); where
 # nsys is installed, the decode step's kernels by GPU time.
 # With build-gpu/llama-cuda.tar.xz present (scripts/gpu-oracle.sh writes it
 # on a machine with npm; carry it along), llama.cpp's CUDA build runs the
@@ -113,7 +114,17 @@ echo "$OPS" >> "$LOG"
     echo '```'
     echo
 } >> "$MD"
-[ $ops_rc -eq 0 ] && echo "$OPS" | grep -q ' [1-9][0-9]* passed, 0 failed' || failed=1
+if ! { [ $ops_rc -eq 0 ] && echo "$OPS" | grep -q ' [1-9][0-9]* passed, 0 failed'; }; then
+    failed=1
+    # whether the failures are the tensor-core kernels' (prefill's integer
+    # products): the same checks with them off
+    OPS0=$(BRIGADE_CUDA_MMA=0 "$OPS_BIN" 2>&1)
+    echo "$OPS0" >> "$LOG"
+    {
+        echo "With BRIGADE_CUDA_MMA=0 (no tensor cores): $(echo "$OPS0" | tail -n 1)"
+        echo
+    } >> "$MD"
+fi
 
 # ----------------------------------------------------------------- parity
 # GPU against CPU logits for one model: prefill (-ub 512) and decode
@@ -266,6 +277,10 @@ done
 export BRIGADE_CUDA_PDL=0
 bench "all on the GPU, PDL off (-ngl 99)" -p 0 -n "$TG" -ngl 99
 unset BRIGADE_CUDA_PDL
+# prefill without the tensor cores (the dp4a kernels), for their effect
+export BRIGADE_CUDA_MMA=0
+bench "all on the GPU, tensor cores off (-ngl 99)" -p "$PP" -n 0 -ngl 99
+unset BRIGADE_CUDA_MMA
 bench "parallel sequences (-ngl 99)" -p 0 -n "$TG" -np 1,4,16 -ngl 99
 bench "CPU only, for reference" -p "$PP" -n 32 -r 1
 {

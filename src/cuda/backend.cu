@@ -14,8 +14,11 @@ static int bg_check(bg_gpu *g, cudaError_t e, const char *what)
 
 bool bg_pdl = false;
 // Prefill's integer products on the tensor cores (matmul.cu): sm_80 and
-// later (every card the build targets), unless BRIGADE_CUDA_MMA is 0.
+// later (every card the build targets), unless BRIGADE_CUDA_MMA is 0 or
+// the instruction's fragments are not laid out as the kernels assume
+// (bg_cuda_mma_works: then the dp4a kernels, and the device line says so).
 bool bg_mma = false;
+bool bg_cuda_mma_works(cudaStream_t stream);
 
 // Programmatic dependent launch is used when the card has it (sm_90 and
 // later), BRIGADE_CUDA_PDL is not 0, and this runtime runs two such
@@ -92,11 +95,14 @@ static int gpu_init(int device, bg_gpu **out, char *desc, size_t desc_cap, char 
     if (bg_pdl)
         bg_pdl = pdl_works(g->stream);
     const char *mma_env = getenv("BRIGADE_CUDA_MMA");
-    bg_mma = prop.major >= 8 && !(mma_env && !strcmp(mma_env, "0"));
+    const bool mma_wanted = prop.major >= 8 && !(mma_env && !strcmp(mma_env, "0"));
+    bg_mma = mma_wanted && bg_cuda_mma_works(g->stream);
     snprintf(desc, desc_cap, "%s (sm_%d%d, %.1f GiB%s%s)", prop.name, prop.major, prop.minor,
              prop.totalGlobalMem / 1073741824.0,
              bg_pdl ? ", programmatic dependent launch" : "",
-             bg_mma ? ", int8 tensor cores" : "");
+             bg_mma        ? ", int8 tensor cores"
+             : mma_wanted ? ", int8 tensor cores off: their check failed"
+                          : "");
     *out = g;
     return 0;
 }

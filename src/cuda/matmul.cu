@@ -341,6 +341,56 @@ __device__ __forceinline__ void bg_mma_s8(int d[4], int a_lo, int a_hi, int b)
 #endif
 }
 
+// Whether mma.sync lays its fragments out as bg_mma_s8's callers assume:
+// one product of a 16 x 16 matrix by a 16 x 8 one (a: row-major codes, b:
+// each column's 16 codes in turn), d row-major 16 x 8.
+__global__ void k_mma_probe(const int *a, const int *b, int *d)
+{
+    BG_KERNEL_ENTRY();
+    const int g = (int)threadIdx.x / 4, q = (int)threadIdx.x % 4;
+    int v[4];
+    bg_mma_s8(v, a[4 * g + q], a[4 * (g + 8) + q], b[4 * g + q]);
+    d[8 * g + 2 * q] = v[0], d[8 * g + 2 * q + 1] = v[1];
+    d[8 * (g + 8) + 2 * q] = v[2], d[8 * (g + 8) + 2 * q + 1] = v[3];
+}
+
+// Runs k_mma_probe on distinct codes and checks it against the product
+// worked out here; false on any difference or error (cleared). The
+// device's init keeps the tensor cores off unless this holds.
+bool bg_cuda_mma_works(cudaStream_t stream)
+{
+    int8_t a[16 * 16], b[8 * 16];
+    int want[16 * 8], got[16 * 8];
+    for (int i = 0; i < 16 * 16; i++)
+        a[i] = (int8_t)((i * 37 + 11) % 255 - 127);
+    for (int i = 0; i < 8 * 16; i++)
+        b[i] = (int8_t)((i * 53 + 5) % 255 - 127);
+    for (int r = 0; r < 16; r++)
+        for (int n = 0; n < 8; n++) {
+            int s = 0;
+            for (int k = 0; k < 16; k++)
+                s += a[16 * r + k] * b[16 * n + k];
+            want[8 * r + n] = s;
+        }
+    uint8_t *dev = NULL;
+    const size_t bytes = sizeof a + sizeof b + sizeof got;
+    bool ok = cudaMalloc((void **)&dev, bytes) == cudaSuccess &&
+              cudaMemcpyAsync(dev, a, sizeof a, cudaMemcpyHostToDevice, stream) == cudaSuccess &&
+              cudaMemcpyAsync(dev + sizeof a, b, sizeof b, cudaMemcpyHostToDevice, stream) ==
+                  cudaSuccess;
+    if (ok) {
+        BG_LAUNCH(1, 32, 0, stream, k_mma_probe)((const int *)dev, (const int *)(dev + sizeof a),
+                                                 (int *)(dev + sizeof a + sizeof b));
+        ok = cudaGetLastError() == cudaSuccess &&
+             cudaMemcpyAsync(got, dev + sizeof a + sizeof b, sizeof got, cudaMemcpyDeviceToHost,
+                             stream) == cudaSuccess &&
+             cudaStreamSynchronize(stream) == cudaSuccess && !memcmp(got, want, sizeof got);
+    }
+    cudaFree(dev);
+    cudaGetLastError();
+    return ok;
+}
+
 enum { MMA_ROWS = 16 * MM_WARPS, MMA_NG = 4 };
 
 // Rows o0 .. o0 + 15 of the NR matrices w (rows past n_out read the last
