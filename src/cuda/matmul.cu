@@ -982,14 +982,20 @@ struct bg_multi {
 
 // Blocks [first_block[k], first_block[k + 1]) compute product k; each
 // block's rows have one type, so the switch does not split a warp.
+__device__ __forceinline__ uint32_t bg_multi_product(const bg_multi &m)
+{
+    uint32_t k = 0;
+    while (k + 1 < m.n && blockIdx.x >= m.first_block[k + 1])
+        k++;
+    return k;
+}
+
 template <int TOK>
 __global__ void __launch_bounds__(MM_WARPS * 32)
     k_matmul_multi(bg_multi m, uint64_t n_in, const uint8_t *xq, uint32_t n_tok)
 {
     BG_KERNEL_ENTRY();
-    uint32_t k = 0;
-    while (k + 1 < m.n && blockIdx.x >= m.first_block[k + 1])
-        k++;
+    const uint32_t k = bg_multi_product(m);
     uint64_t o;
     bool valid;
     if (!bg_warp_rows((uint64_t)(blockIdx.x - m.first_block[k]) * MM_WARPS + threadIdx.x / 32,
@@ -1013,9 +1019,7 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
     k_matmul_multi_mma(bg_multi m, uint64_t n_in, const uint8_t *xq, uint32_t n_tok)
 {
     BG_KERNEL_ENTRY();
-    uint32_t k = 0;
-    while (k + 1 < m.n && blockIdx.x >= m.first_block[k + 1])
-        k++;
+    const uint32_t k = bg_multi_product(m);
     const uint64_t o0 = bg_mma_first_row(blockIdx.x - m.first_block[k]);
     if (o0 >= m.n_out[k])
         return;
