@@ -514,12 +514,14 @@ static float *run_long(const brigade_model *m, brigade_session_options o, brigad
  * ranges' scratch (slot_out) and the merge wired in. On f32 weights the
  * only difference is the merge in f32 where the CPU's f16 accumulator
  * runs on (~1e-8 here); a range lost or misplaced moves the logits by
- * orders of magnitude more. */
-static void long_decode(const char *dir, double bound)
+ * orders of magnitude more. On q4_K weights the prompt's micro-batches of
+ * 64 also run the integer products (dense and experts) on the tensor
+ * cores. */
+static void long_decode(const char *dir, uint32_t type, double bound)
 {
     char path[512];
     brigade_error err;
-    brigade_model *m = synth_model(path, dir, "long", "tiny-qwen35moe", BG_TYPE_F32, 5);
+    brigade_model *m = synth_model(path, dir, "long", "tiny-qwen35moe", type, 5);
     if (!m)
         return;
     brigade_session_options o = {.n_ctx = 256, .n_threads = 2, .n_ubatch = 64};
@@ -530,7 +532,8 @@ static void long_decode(const char *dir, double bound)
     float *got = run_long(m, o, &err);
     CHECK(got, "long context, GPU: %s", err.message);
     double e = got && ref ? nmse(got, ref, n) : 1;
-    CHECK(e <= bound, "long context (split attention): NMSE %.3g > %.1g", e, bound);
+    CHECK(e <= bound, "long context (split attention), %s: NMSE %.3g > %.1g",
+          brigade_type_name(type), e, bound);
     free(ref);
     free(got);
     brigade_model_free(m);
@@ -657,7 +660,8 @@ int main(void)
     compare(dir, "tiny-qwen35moe", BG_TYPE_F32, 1e-5);
     compare(dir, "tiny-qwen35moe", BG_TYPE_Q4_K, 1e-3);
     compare(dir, "tiny-qwen3moe", BG_TYPE_Q8_0, 1e-3);
-    long_decode(dir, 1e-6);
+    long_decode(dir, BG_TYPE_F32, 1e-6);
+    long_decode(dir, BG_TYPE_Q4_K, 1e-3);
     /* the first layer's norm, then 6 per DeltaNet layer (in-projections;
      * convolution, state and gated norm; out projection with the residual
      * and norm; router with the routing; gate/up; down with the layer's
@@ -679,7 +683,7 @@ int main(void)
     compare(dir, "tiny-qwen3moe", BG_TYPE_F32, 1e-5);
     compare(dir, "tiny-qwen35moe", BG_TYPE_Q4_K, 1e-2);
     compare(dir, "tiny-qwen3moe", BG_TYPE_Q8_0, 1e-2);
-    long_decode(dir, 1e-6);
+    long_decode(dir, BG_TYPE_F32, 1e-6);
     /* decode steps and small batches as CUDA graphs: captured once per
      * batch size, then replayed with new positions and sequences */
     bg_gpu_api_override(&mock_graphs);
