@@ -23,7 +23,8 @@ APP_SRC  := $(wildcard app/*.c)
 # make CUDA=1: the CUDA backend (src/cuda/*.cu, nvcc) replaces the stub
 # src/gpu_stub.c; nothing else changes, and without CUDA=1 nothing of CUDA
 # is needed. CUDA_ARCHS narrows the targets (e.g. CUDA_ARCHS=90 for one
-# card); the default is sm_80, sm_86, sm_89, sm_90 and PTX for newer cards.
+# card; 75 builds for Turing cards, without the tensor-core kernels); the
+# default is sm_80, sm_86, sm_89, sm_90 and PTX for newer cards.
 CUDA      ?=
 ifeq ($(CUDA),1)
 CUDA_HOME  ?= /usr/local/cuda
@@ -36,7 +37,7 @@ CUDA_GENCODE := $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a
 # reference and the emulated tests (built with -ffp-contract=off); a fused
 # multiply-add is written as fmaf where the CPU's arithmetic has one.
 NVCC_FLAGS := -std=c++17 -O3 -fmad=false $(CUDA_GENCODE) -Isrc -Iinclude --Werror all-warnings \
-              -Xcompiler -Wall,-Wextra,-Werror $(NVCCFLAGS)
+              -Xcompiler -Wall,-Wextra,-Werror -DBG_CUDA_ARCHS='"$(CUDA_ARCHS)"' $(NVCCFLAGS)
 LIB_SRC    := $(filter-out src/gpu_stub.c,$(LIB_SRC))
 CUDA_SRC   := $(wildcard src/cuda/*.cu)
 CUDA_OBJ   := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
@@ -124,7 +125,7 @@ $(BUILD)/emu/emu.o: tests/cuda_emu/emu.cpp
 $(BUILD)/tests/emu_cuda_ops: tests/test_cuda_ops.c tests/gpu_reference.h tests/check.h $(EMU_OBJ) \
                              $(BUILD)/libbrigade.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $< $(EMU_OBJ) $(BUILD)/libbrigade.a $(LIBS) -lstdc++ -o $@
+	$(CC) $(ALL_CFLAGS) -DBG_TEST_EMULATION $< $(EMU_OBJ) $(BUILD)/libbrigade.a $(LIBS) -lstdc++ -o $@
 $(BUILD)/tests/emu_gpu_session: tests/test_gpu_mock.c tests/gpu_reference.h tests/check.h \
                                 $(EMU_OBJ) $(BUILD)/libbrigade.a
 	@mkdir -p $(dir $@)

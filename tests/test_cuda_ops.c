@@ -689,6 +689,15 @@ int main(void)
         return 0;
     }
     char desc[128], msg[256];
+#ifdef BG_TEST_EMULATION
+    /* a card the build has no device code for: refused at init, saying
+     * which archs it has and how to build for the card */
+    setenv("BG_EMU_NO_KERNEL_IMAGE", "1", 1);
+    CHECK(dev->init(0, &dg, desc, sizeof desc, msg, sizeof msg) != 0 &&
+              strstr(msg, "no device code for it") && strstr(msg, "CUDA_ARCHS=90"),
+          "a card without device code: %s", msg);
+    unsetenv("BG_EMU_NO_KERNEL_IMAGE");
+#endif
     if (dev->init(0, &dg, desc, sizeof desc, msg, sizeof msg)) {
         printf("test_cuda_ops: 0 passed, 0 failed (no GPU: %s)\n", msg);
         return 0;

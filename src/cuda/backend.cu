@@ -12,6 +12,10 @@ static int bg_check(bg_gpu *g, cudaError_t e, const char *what)
     return e == cudaSuccess ? 0 : bg_cuda_fail(g, e, what);
 }
 
+#ifndef BG_CUDA_ARCHS // the Makefile's CUDA_ARCHS
+#define BG_CUDA_ARCHS "unknown"
+#endif
+
 bool bg_pdl = false;
 // Prefill's integer products on the tensor cores (matmul.cu): sm_80 and
 // later (every card the build targets), unless BRIGADE_CUDA_MMA is 0 or
@@ -77,6 +81,18 @@ static int gpu_init(int device, bg_gpu **out, char *desc, size_t desc_cap, char 
     if ((e = cudaSetDevice(device)) != cudaSuccess ||
         (e = cudaGetDeviceProperties(&prop, device)) != cudaSuccess) {
         snprintf(msg, msg_cap, "device %d: %s", device, cudaGetErrorString(e));
+        return -1;
+    }
+    // a card the build has no device code for (nor PTX it can compile)
+    // fails every launch: say so once, here, with the way out
+    cudaFuncAttributes fa;
+    if ((e = cudaFuncGetAttributes(&fa, k_pdl_probe)) != cudaSuccess) {
+        snprintf(msg, msg_cap,
+                 "device %d (%s, sm_%d%d): this build has no device code for it (%s); "
+                 "it was built for CUDA_ARCHS=\"%s\": rebuild with make CUDA=1 CUDA_ARCHS=%d%d",
+                 device, prop.name, prop.major, prop.minor, cudaGetErrorString(e),
+                 BG_CUDA_ARCHS, prop.major, prop.minor);
+        cudaGetLastError();
         return -1;
     }
     bg_gpu *g = (bg_gpu *)calloc(1, sizeof *g);

@@ -321,13 +321,15 @@ extern bool bg_mma; // backend.cu sets it
 // d = the 16 x 8 products of a_lo / a_hi (rows g, g + 8) and b (token g).
 __device__ __forceinline__ void bg_mma_s8(int d[4], int a_lo, int a_hi, int b)
 {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
         "{%7, %7, %7, %7};"
         : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
         : "r"(a_lo), "r"(a_hi), "r"(b), "r"(0));
 #else
-    // the host emulation: each sum from the lanes holding its row and token
+    // the host emulation (and device code for cards before sm_80, which
+    // never run it: bg_mma is off there): each sum from the lanes holding
+    // its row and token
     const int g = (int)(threadIdx.x % 32 / 4), q = (int)(threadIdx.x % 4);
     d[0] = d[1] = d[2] = d[3] = 0;
     for (int p = 0; p < 4; p++) {

@@ -61,6 +61,7 @@ enum cudaError {
     cudaErrorMemoryAllocation = 2,
     cudaErrorInvalidConfiguration = 9,
     cudaErrorNoDevice = 100,
+    cudaErrorNoKernelImageForDevice = 209,
     cudaErrorStreamCaptureUnsupported = 900,
     cudaErrorStreamCaptureInvalidated = 901,
 };
@@ -82,6 +83,17 @@ struct cudaDeviceProp {
 cudaError_t cudaGetDeviceCount(int *n);
 cudaError_t cudaSetDevice(int device);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
+struct cudaFuncAttributes {
+    int maxThreadsPerBlock, numRegs;
+};
+// Every kernel has device code on the emulation, unless
+// BG_EMU_NO_KERNEL_IMAGE is set (a card the build has no code for).
+bool bg_emu_no_kernel_image(void);
+template <typename F> cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, F *)
+{
+    a->maxThreadsPerBlock = 1024, a->numRegs = 0;
+    return bg_emu_no_kernel_image() ? cudaErrorNoKernelImageForDevice : cudaSuccess;
+}
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);

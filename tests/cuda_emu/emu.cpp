@@ -348,15 +348,19 @@ const char *cudaGetErrorName(cudaError_t e)
     case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
     case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorNoKernelImageForDevice: return "cudaErrorNoKernelImageForDevice";
     case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
     case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
     }
     return "cudaErrorUnknown";
 }
+bool bg_emu_no_kernel_image(void) { return getenv("BG_EMU_NO_KERNEL_IMAGE") != NULL; }
 const char *cudaGetErrorString(cudaError_t e)
 {
     switch (e) {
     case cudaSuccess: return "no error";
+    case cudaErrorNoKernelImageForDevice:
+        return "no kernel image is available for execution on the device";
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
     default: return cudaGetErrorName(e);
