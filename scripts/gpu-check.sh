@@ -150,7 +150,13 @@ parity() {
             -ctk "$ctk" -ctv "$ctv" -c 64 $flags >>"$LOG" 2>&1; then
             e=$($NMSE "$WORK/gpu.bin" "$WORK/cpu$ub.bin" "$bound"); rc=$?
         else
-            e="error (see log)"; rc=1
+            # again with each launch waited for (BRIGADE_CUDA_DEBUG): the
+            # error then names the kernel that faulted
+            # shellcheck disable=SC2086
+            why=$(BRIGADE_CUDA_DEBUG=1 "$B" eval -m "$m" --tokens "$WORK/tokens.txt" \
+                --logits-out "$WORK/gpu.bin" -ub $ub -ctk "$ctk" -ctv "$ctv" -c 64 $flags 2>&1 |
+                tee -a "$LOG" | grep -v '^ *$' | tail -n 1 | cut -c1-200 | tr '|' '/')
+            e="error: ${why:-see the log}"; rc=1
         fi
         mode=$([ $ub = 1 ] && echo decode || echo prefill)
         res=pass; [ $rc -eq 0 ] || { res=FAIL; failed=1; }

@@ -17,6 +17,7 @@ static int bg_check(bg_gpu *g, cudaError_t e, const char *what)
 #endif
 
 bool bg_pdl = false;
+bool bg_debug = false; // BRIGADE_CUDA_DEBUG set, and not 0 (common.cuh)
 // Prefill's integer products on the tensor cores (matmul.cu): sm_80 and
 // later (every card the build targets), unless BRIGADE_CUDA_MMA is 0 or
 // the instruction's fragments are not laid out as the kernels assume
@@ -106,19 +107,22 @@ static int gpu_init(int device, bg_gpu **out, char *desc, size_t desc_cap, char 
         free(g);
         return -1;
     }
+    const char *debug_env = getenv("BRIGADE_CUDA_DEBUG");
+    bg_debug = debug_env && strcmp(debug_env, "0");
     const char *pdl_env = getenv("BRIGADE_CUDA_PDL");
-    bg_pdl = prop.major >= 9 && !(pdl_env && !strcmp(pdl_env, "0"));
+    bg_pdl = prop.major >= 9 && !(pdl_env && !strcmp(pdl_env, "0")) && !bg_debug;
     if (bg_pdl)
         bg_pdl = pdl_works(g->stream);
     const char *mma_env = getenv("BRIGADE_CUDA_MMA");
     const bool mma_wanted = prop.major >= 8 && !(mma_env && !strcmp(mma_env, "0"));
     bg_mma = mma_wanted && bg_cuda_mma_works(g->stream);
-    snprintf(desc, desc_cap, "%s (sm_%d%d, %.1f GiB%s%s)", prop.name, prop.major, prop.minor,
+    snprintf(desc, desc_cap, "%s (sm_%d%d, %.1f GiB%s%s%s)", prop.name, prop.major, prop.minor,
              prop.totalGlobalMem / 1073741824.0,
              bg_pdl ? ", programmatic dependent launch" : "",
              bg_mma        ? ", int8 tensor cores"
              : mma_wanted ? ", int8 tensor cores off: their check failed"
-                          : "");
+                          : "",
+             bg_debug ? ", debug: each launch waited for" : "");
     *out = g;
     return 0;
 }
@@ -318,6 +322,8 @@ extern "C" int bg_cuda_expert_sum(bg_gpu *g, const bg_gpu_ffn_end *e, const floa
 static int gpu_graph_begin(bg_gpu *g, uint64_t key, bool *replay)
 {
     *replay = false;
+    if (bg_debug)
+        return 1; // eagerly, each launch checked
     for (int i = 0; i < g->n_graphs; i++)
         if (g->graphs[i].key == key) {
             *replay = true;

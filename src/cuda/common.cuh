@@ -114,10 +114,18 @@ static inline int bg_cuda_fail(bg_gpu *g, cudaError_t e, const char *what)
     return -1;
 }
 
+// BRIGADE_CUDA_DEBUG (backend.cu): every launch runs eagerly (no graphs,
+// no programmatic dependent launch) and is waited for, so a fault inside a
+// kernel (an illegal address) is reported with that kernel's name instead
+// of at some later synchronization.
+extern bool bg_debug;
+
 // After a kernel launch.
 static inline int bg_cuda_launched(bg_gpu *g, const char *what)
 {
     cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess && bg_debug && !g->capturing)
+        e = cudaStreamSynchronize(g->stream);
     return e == cudaSuccess ? 0 : bg_cuda_fail(g, e, what);
 }
 
