@@ -94,17 +94,21 @@ __device__ __forceinline__ bool bg_warp_rows(uint64_t warp, uint64_t n_out, int 
 
 // ---------------------------------------------- the integer path
 //
-// Q4_K, Q6_K and Q8_0 weights multiply activations coded once per product
-// (k_code_act: int8 codes and a scale per 32) with integer dot products of
-// four bytes (dp4a): per 32 weights, value = d_a * (s0 * sum over the
-// first 16 of w * a + s1 * sum over the last 16 - m * sum of a), which is
-// the float path's sum of (weight) * (rounded activation), summed exactly
-// before the scales instead of after. Other types take the float path.
+// Weights whose values are small integers times a scale per 16 or 32 (Q4_0,
+// Q5_0, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS) multiply activations coded
+// once per product (k_code_act: int8 codes and a scale per 32, as the CPU
+// codes them for that type) with integer dot products of four bytes
+// (dp4a): per 32 weights, value = d_a * (s0 * sum over the first 16 of w * a
+// + s1 * sum over the last 16 - m * sum of a), which is the float path's sum
+// of (weight) * (rounded activation), summed exactly before the scales
+// instead of after. Q4_1, Q5_1 and the float types take the float path.
 
 template <int T> struct bg_int_path { enum { on = 0 }; };
-template <> struct bg_int_path<T_Q4_K> { enum { on = 1 }; };
-template <> struct bg_int_path<T_Q6_K> { enum { on = 1 }; };
-template <> struct bg_int_path<T_Q8_0> { enum { on = 1 }; };
+#define BG_INT_TYPES(X) X(T_Q4_0) X(T_Q5_0) X(T_Q8_0) X(T_IQ4_NL) X(T_Q4_K) X(T_Q5_K) X(T_Q6_K) X(T_IQ4_XS)
+#define BG_INT_PATH_ON(T)                                                                      \
+    template <> struct bg_int_path<T> { enum { on = 1 }; };
+BG_INT_TYPES(BG_INT_PATH_ON)
+#undef BG_INT_PATH_ON
 
 __device__ __forceinline__ int bg_dp4a(int a, int b, int c)
 {
@@ -118,6 +122,13 @@ template <int T>
 __device__ __forceinline__ void bg_int_scales(const uint8_t *row, uint64_t c, float *s0,
                                               float *s1, float *m);
 template <int T> __device__ __forceinline__ int bg_int_word(const uint8_t *row, uint64_t c, int k);
+
+// Four bytes less k in each (values below 64 here), without borrows
+// between them: bit 7 set first, flipped back after.
+__device__ __forceinline__ int bg_bytes_less(uint32_t v, uint32_t k)
+{
+    return (int)(((v | 0x80808080u) - k) ^ 0x80808080u);
+}
 
 template <>
 __device__ __forceinline__ void bg_int_scales<T_Q8_0>(const uint8_t *row, uint64_t c, float *s0,
@@ -169,8 +180,7 @@ __device__ __forceinline__ int bg_int_word<T_Q6_K>(const uint8_t *row, uint64_t 
 {
     // A chunk's 32 values have 32 consecutive bytes of ql (their low or
     // high nibbles) and of qh (one 2-bit field), so a word at a time: four
-    // 6-bit values, then minus 32 in each byte without borrows between
-    // them (bit 7 set first, flipped back after).
+    // 6-bit values, then minus 32 in each byte.
     const uint8_t *b = row + (c / 8) * 210;
     const int e0 = 32 * (int)(c % 8), h = e0 / 128, el0 = e0 % 128;
     const uint16_t *ql = BG_ALIGNED(const uint16_t *, b + 64 * h + el0 % 64);
@@ -179,7 +189,111 @@ __device__ __forceinline__ int bg_int_word<T_Q6_K>(const uint8_t *row, uint64_t 
     const uint32_t lo = (uint32_t)ql[2 * k] | (uint32_t)ql[2 * k + 1] << 16;
     const uint32_t hi = (uint32_t)qh[2 * k] | (uint32_t)qh[2 * k + 1] << 16;
     const uint32_t v = ((lo >> lo_shift) & 0x0F0F0F0Fu) | ((hi >> hi_shift) & 0x03030303u) << 4;
-    return (int)(((v | 0x80808080u) - 0x20202020u) ^ 0x80808080u);
+    return bg_bytes_less(v, 0x20202020u);
+}
+
+// Word k of the nibbles of a 32-value block (16 bytes at qs, 2-byte
+// aligned; values 0..15 in the low nibbles, 16..31 in the high ones), a
+// nibble to a byte.
+__device__ __forceinline__ uint32_t bg_nibble_word(const uint8_t *qs, int k)
+{
+    const uint16_t *h = BG_ALIGNED(const uint16_t *, qs) + 2 * (k % 4);
+    return (((uint32_t)h[0] | (uint32_t)h[1] << 16) >> 4 * (k / 4)) & 0x0F0F0F0Fu;
+}
+
+// Four nibbles (a byte each) through the IQ4 codebook (bg_iq4_values, four
+// entries to a word, first in the low byte) by byte permutes: entries 0-7
+// and 8-15, then the one bit 3 picks.
+__device__ __forceinline__ int bg_iq4_word(uint32_t n)
+{
+    const uint32_t sel = (n & 0x7u) | (n >> 4 & 0x70u) | (n >> 8 & 0x700u) | (n >> 12 & 0x7000u);
+    const uint32_t lo = __byte_perm(0xBFAD9881u, 0xF6EADDCFu, sel);
+    const uint32_t hi = __byte_perm(0x26190D01u, 0x71594535u, sel);
+    const uint32_t high = (n >> 3 & 0x01010101u) * 0xFFu;
+    return (int)((lo & ~high) | (hi & high));
+}
+
+// x = d * (q - 8)
+template <>
+__device__ __forceinline__ void bg_int_scales<T_Q4_0>(const uint8_t *row, uint64_t c, float *s0,
+                                                      float *s1, float *m)
+{
+    *s0 = *s1 = bg_h2f(bg_ld16(row + c * 18));
+    *m = 0.0f;
+}
+template <>
+__device__ __forceinline__ int bg_int_word<T_Q4_0>(const uint8_t *row, uint64_t c, int k)
+{
+    return bg_bytes_less(bg_nibble_word(row + c * 18 + 2, k), 0x08080808u);
+}
+
+// x = d * (q - 16), bit 4 of value e is bit e of qh
+template <>
+__device__ __forceinline__ void bg_int_scales<T_Q5_0>(const uint8_t *row, uint64_t c, float *s0,
+                                                      float *s1, float *m)
+{
+    *s0 = *s1 = bg_h2f(bg_ld16(row + c * 22));
+    *m = 0.0f;
+}
+template <>
+__device__ __forceinline__ int bg_int_word<T_Q5_0>(const uint8_t *row, uint64_t c, int k)
+{
+    const uint8_t *b = row + c * 22;
+    const uint32_t h = bg_ld32(b + 2) >> 4 * k & 0xFu; // values 4k .. 4k + 3
+    const uint32_t bit4 = (h & 1u) << 4 | (h & 2u) << 11 | (h & 4u) << 18 | (h & 8u) << 25;
+    return bg_bytes_less(bg_nibble_word(b + 6, k) | bit4, 0x10101010u);
+}
+
+// x = d * kvalues[q]
+template <>
+__device__ __forceinline__ void bg_int_scales<T_IQ4_NL>(const uint8_t *row, uint64_t c, float *s0,
+                                                        float *s1, float *m)
+{
+    *s0 = *s1 = bg_h2f(bg_ld16(row + c * 18));
+    *m = 0.0f;
+}
+template <>
+__device__ __forceinline__ int bg_int_word<T_IQ4_NL>(const uint8_t *row, uint64_t c, int k)
+{
+    return bg_iq4_word(bg_nibble_word(row + c * 18 + 2, k));
+}
+
+// As Q4_K (176-byte blocks), bit 4 of value e is bit c % 8 of qh[e]
+template <>
+__device__ __forceinline__ void bg_int_scales<T_Q5_K>(const uint8_t *row, uint64_t c, float *s0,
+                                                      float *s1, float *m)
+{
+    const uint8_t *b = row + (c / 8) * 176;
+    int sc, mn;
+    bg_k_scale_min(b + 4, (int)(c % 8), &sc, &mn);
+    *s0 = *s1 = __fmul_rn(bg_h2f(bg_ld16(b)), (float)sc);
+    *m = __fmul_rn(bg_h2f(bg_ld16(b + 2)), (float)mn);
+}
+template <>
+__device__ __forceinline__ int bg_int_word<T_Q5_K>(const uint8_t *row, uint64_t c, int k)
+{
+    const uint8_t *b = row + (c / 8) * 176; // 16-byte aligned: rows are 176-byte multiples
+    const uint32_t *qs = BG_ALIGNED(const uint32_t *, b + 48 + 32 * (c % 8 / 2));
+    const uint32_t *qh = BG_ALIGNED(const uint32_t *, b + 16);
+    return (int)((qs[k] >> 4 * (c % 2) & 0x0F0F0F0Fu) | (qh[k] >> c % 8 & 0x01010101u) << 4);
+}
+
+// x = d * (ls - 32) * kvalues[q], ls the group's 6-bit scale
+template <>
+__device__ __forceinline__ void bg_int_scales<T_IQ4_XS>(const uint8_t *row, uint64_t c, float *s0,
+                                                        float *s1, float *m)
+{
+    const uint8_t *b = row + (c / 8) * 136;
+    const int g = (int)(c % 8);
+    const int lo = (b[4 + g / 2] >> (4 * (g % 2))) & 0xF;
+    const int hi = (bg_ld16(b + 2) >> (2 * g)) & 3;
+    *s0 = *s1 = __fmul_rn(bg_h2f(bg_ld16(b)), (float)((lo | hi << 4) - 32));
+    *m = 0.0f;
+}
+template <>
+__device__ __forceinline__ int bg_int_word<T_IQ4_XS>(const uint8_t *row, uint64_t c, int k)
+{
+    return bg_iq4_word(bg_nibble_word(row + (c / 8) * 136 + 8 + 16 * (c % 8), k));
 }
 
 // Chunk c of a row as 8 words of four int8 weights, and its scales: Q4_K's
@@ -448,7 +562,7 @@ __device__ __forceinline__ void bg_mma_rows(const uint8_t *const w[NR], uint64_t
             const int b0 = (int)bw[q], b1 = (int)bw[q + 4];
             // the codes' sums of tokens 2q and 2q + 1, for the mins
             float as[2] = {0.0f, 0.0f};
-            if constexpr (T == T_Q4_K) {
+            if constexpr (T == T_Q4_K || T == T_Q5_K) { // the types with mins
                 int s = bg_dp4a(b0, 0x01010101, bg_dp4a(b1, 0x01010101, 0));
                 s += __shfl_xor_sync(0xffffffffu, s, 1);
                 s += __shfl_xor_sync(0xffffffffu, s, 2);
@@ -812,13 +926,26 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_matmul_mma(const bg_mm m)
 
 // Whether products with weights of this type code their activations for
 // the integer path (bg_int_path), and how.
-static bool int_path(uint32_t type) { return type == T_Q4_K || type == T_Q6_K || type == T_Q8_0; }
+static bool int_path(uint32_t type)
+{
+    switch (type) {
+#define BG_INT_CASE(T) case T:
+        BG_INT_TYPES(BG_INT_CASE)
+#undef BG_INT_CASE
+        return true;
+    default:
+        return false;
+    }
+}
 
 // The activation coding of a type on the integer path (ACT_Q8_0 or
 // ACT_Q8_K), -1 for the float path.
 static int code_kind(uint32_t type)
 {
-    return type == T_Q8_0 ? ACT_Q8_0 : type == T_Q4_K || type == T_Q6_K ? ACT_Q8_K : -1;
+    if (!int_path(type))
+        return -1;
+    return type == T_Q4_K || type == T_Q5_K || type == T_Q6_K || type == T_IQ4_XS ? ACT_Q8_K
+                                                                                  : ACT_Q8_0;
 }
 
 // The coded rows of x for products with weights of `type`: pre (x's rows
@@ -836,7 +963,7 @@ static const uint8_t *code_act(bg_gpu *g, uint32_t type, const float *x, size_t 
         return NULL;
     const uint64_t n_chunks = n_in / 32;
     const dim3 grid((unsigned)((n_chunks + 255) / 256), n_rows < 65535 ? n_rows : 65535);
-    if (type == T_Q8_0)
+    if (code_kind(type) == ACT_Q8_0)
         BG_LAUNCH(grid, 256, 0, g->stream, k_code_act<ACT_Q8_0>)(x, xs, n_in, n_rows, g->scratch);
     else
         BG_LAUNCH(grid, 256, 0, g->stream, k_code_act<ACT_Q8_K>)(x, xs, n_in, n_rows, g->scratch);
@@ -1008,9 +1135,9 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
 #define ROW(T)                                                                                 \
     bg_matmul_row<T, 1, TOK, true>(m.w[k], m.w[k], o, valid, m.lanes, n_in, NULL, 0, xq, m.y[k], \
                                    m.ys[k], n_tok)
-    case T_Q4_K: ROW(T_Q4_K); break;
-    case T_Q6_K: ROW(T_Q6_K); break;
-    case T_Q8_0: ROW(T_Q8_0); break;
+#define CASE(T) case T: ROW(T); break;
+        BG_INT_TYPES(CASE)
+#undef CASE
 #undef ROW
     default: break;
     }
@@ -1028,9 +1155,9 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
     const uint8_t *const w[1] = {m.w[k]};
     switch (m.type[k]) {
 #define ROWS(T) bg_mma_tokens<T, 1>(w, o0, m.n_out[k], n_in, xq, n_tok, m.y[k], m.ys[k])
-    case T_Q4_K: ROWS(T_Q4_K); break;
-    case T_Q6_K: ROWS(T_Q6_K); break;
-    case T_Q8_0: ROWS(T_Q8_0); break;
+#define CASE(T) case T: ROWS(T); break;
+        BG_INT_TYPES(CASE)
+#undef CASE
 #undef ROWS
     default: break;
     }

@@ -244,6 +244,21 @@ inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __uint_as_float(unsigned u) { return bg_f32_from_bits(u); }
+// Byte i of the result: byte (s >> 4i) & 7 of y:x (x's bytes first); with
+// bit 3 of that nibble set, the selected byte's sign in all eight bits.
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s)
+{
+    const uint64_t both = (uint64_t)y << 32 | x;
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++) {
+        const unsigned sel = s >> 4 * i & 0xF;
+        unsigned byte = (unsigned)(both >> 8 * (sel & 7)) & 0xFF;
+        if (sel & 8)
+            byte = byte & 0x80 ? 0xFF : 0;
+        r |= byte << 8 * i;
+    }
+    return r;
+}
 // c + the sum of the products of a's and b's four signed bytes
 inline int __dp4a(int a, int b, int c)
 {
