@@ -145,22 +145,34 @@ __device__ __forceinline__ int bg_int_word<T_Q8_0>(const uint8_t *row, uint64_t 
     return (int)((uint32_t)h[2 * k] | (uint32_t)h[2 * k + 1] << 16);
 }
 
+// Group g's scale and min in a Q4_K/Q5_K super-block b (d, dmin, scales).
+__device__ __forceinline__ void bg_k_group_scales(const uint8_t *b, int g, float *s0, float *s1,
+                                                  float *m)
+{
+    int sc, mn;
+    bg_k_scale_min(b + 4, g, &sc, &mn);
+    *s0 = *s1 = __fmul_rn(bg_h2f(bg_ld16(b)), (float)sc);
+    *m = __fmul_rn(bg_h2f(bg_ld16(b + 2)), (float)mn);
+}
+
 template <>
 __device__ __forceinline__ void bg_int_scales<T_Q4_K>(const uint8_t *row, uint64_t c, float *s0,
                                                       float *s1, float *m)
 {
-    const uint8_t *b = row + (c / 8) * 144;
-    int sc, mn;
-    bg_k_scale_min(b + 4, (int)(c % 8), &sc, &mn);
-    *s0 = *s1 = __fmul_rn(bg_h2f(bg_ld16(b)), (float)sc);
-    *m = __fmul_rn(bg_h2f(bg_ld16(b + 2)), (float)mn);
+    bg_k_group_scales(row + (c / 8) * 144, (int)(c % 8), s0, s1, m);
+}
+// Word k of group c % 8's low four bits in a Q4_K/Q5_K super-block's qs
+// (16-byte aligned): groups 2j and 2j + 1 share 32 bytes, low nibbles
+// then high.
+__device__ __forceinline__ uint32_t bg_k_nibbles(const uint8_t *qs, uint64_t c, int k)
+{
+    const uint32_t *w = BG_ALIGNED(const uint32_t *, qs + 32 * (c % 8 / 2));
+    return (w[k] >> 4 * (c % 2)) & 0x0F0F0F0Fu;
 }
 template <>
 __device__ __forceinline__ int bg_int_word<T_Q4_K>(const uint8_t *row, uint64_t c, int k)
 {
-    // chunks 2j and 2j + 1 share 32 bytes: low nibbles, then high
-    const uint32_t *qs = BG_ALIGNED(const uint32_t *, row + (c / 8) * 144 + 16 + 32 * (c % 8 / 2));
-    return (int)((qs[k] >> 4 * (c % 2)) & 0x0F0F0F0Fu);
+    return (int)bg_k_nibbles(row + (c / 8) * 144 + 16, c, k);
 }
 
 template <>
@@ -263,19 +275,14 @@ template <>
 __device__ __forceinline__ void bg_int_scales<T_Q5_K>(const uint8_t *row, uint64_t c, float *s0,
                                                       float *s1, float *m)
 {
-    const uint8_t *b = row + (c / 8) * 176;
-    int sc, mn;
-    bg_k_scale_min(b + 4, (int)(c % 8), &sc, &mn);
-    *s0 = *s1 = __fmul_rn(bg_h2f(bg_ld16(b)), (float)sc);
-    *m = __fmul_rn(bg_h2f(bg_ld16(b + 2)), (float)mn);
+    bg_k_group_scales(row + (c / 8) * 176, (int)(c % 8), s0, s1, m);
 }
 template <>
 __device__ __forceinline__ int bg_int_word<T_Q5_K>(const uint8_t *row, uint64_t c, int k)
 {
     const uint8_t *b = row + (c / 8) * 176; // 16-byte aligned: rows are 176-byte multiples
-    const uint32_t *qs = BG_ALIGNED(const uint32_t *, b + 48 + 32 * (c % 8 / 2));
     const uint32_t *qh = BG_ALIGNED(const uint32_t *, b + 16);
-    return (int)((qs[k] >> 4 * (c % 2) & 0x0F0F0F0Fu) | (qh[k] >> c % 8 & 0x01010101u) << 4);
+    return (int)(bg_k_nibbles(b + 48, c, k) | (qh[k] >> c % 8 & 0x01010101u) << 4);
 }
 
 // x = d * (ls - 32) * kvalues[q], ls the group's 6-bit scale
