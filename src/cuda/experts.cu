@@ -1,0 +1,292 @@
+// The fused mixture of experts' products: the chosen experts' gate/up and
+// down rows (and the shared expert's) over the slots routing filed under
+// each, all on the device; the down rows' last block finishes the
+// feed-forward half (backend.cu's expert_sum when it does not).
+// Not yet run on a GPU (written in a session without one).
+#include "products.cuh"
+
+// One grouped expert product. Routed slot s (s < n_routed) reads x row
+// s / x_div; with the shared expert's matrices set, its slots follow the
+// routed ones, n_routed + t for token t < n_shared, and read x row t
+// (x_div > 1: the tokens' rows) or their own slot (x_div 1: hidden rows).
+struct bg_egroup {
+    const uint8_t *w[2];      // expert 0's matrices (gate and up, or one); expert e at + e * expert_bytes
+    const uint8_t *shared[2]; // the shared expert's, or NULL
+    uint64_t expert_bytes, n_in, n_out;
+    const int32_t *groups; // route's grouping
+    uint32_t n_expert, n_routed, n_shared;
+    const float *x;
+    size_t xs;
+    const uint8_t *xq; // x's coded rows (integer path), or NULL
+    uint32_t x_div;
+    float *y; // y[slot][o], stride ys
+    size_t ys;
+    int lanes;   // to a row (row_lanes)
+    bg_tail tail; // the down rows': the feed-forward half's end, or none
+};
+
+__device__ __forceinline__ size_t bg_egroup_xrow(int32_t slot, uint32_t n_routed, uint32_t x_div)
+{
+    const uint32_t s = (uint32_t)slot;
+    return s < n_routed ? s / x_div : x_div == 1 ? s : s - n_routed;
+}
+
+// The blockIdx.y-th expert chosen (the last blockIdx.y: the shared expert,
+// when set): its matrices, and the range [first, end) of the slots filed
+// under it (slot(i): the i-th).
+struct bg_expert_pick {
+    const uint8_t *w[2];
+    int32_t first, end;
+    const int32_t *sorted; // the routed slots by expert (route's grouping)
+    int32_t n_routed;      // NULL sorted: the shared expert's slots follow these
+    __device__ int32_t slot(int32_t i) const { return sorted ? sorted[i] : n_routed + i; }
+};
+__device__ __forceinline__ bg_expert_pick bg_pick_expert(const bg_egroup &p, bool shared)
+{
+    if (shared)
+        return {{p.shared[0], p.shared[1]}, 0, (int32_t)p.n_shared, NULL, (int32_t)p.n_routed};
+    const int32_t *offsets = p.groups, *active = p.groups + p.n_expert + 2;
+    const int32_t e = active[blockIdx.y];
+    const uint64_t at = (uint64_t)e * p.expert_bytes;
+    return {{p.w[0] + at, p.w[1] + at}, offsets[e], offsets[e + 1], active + p.n_expert,
+            (int32_t)p.n_routed};
+}
+
+// Rows o of the matrices of the blockIdx.y-th expert chosen (the last
+// blockIdx.y: the shared expert, when set), over the slots filed under it,
+// TOK at a time (1 for decode steps: an expert seldom has more). NR = 2: gate
+// (w[0]) and up (w[1]) together, y = silu(gate) * up; NR = 1: y = w[0] x.
+// PATH: the integer path over p.xq (EG_CODED) or over p.x coded on the way
+// (EG_CODING, one slot at a time), or the float path over p.x (EG_FLOAT).
+enum { EG_FLOAT, EG_CODED, EG_CODING };
+template <int T, int NR, int TOK, int PATH>
+__device__ __forceinline__ void bg_expert_rows(const bg_egroup &p, bool shared, uint64_t o,
+                                               bool valid)
+{
+    const bg_expert_pick pick = bg_pick_expert(p, shared);
+    const uint64_t at = o * bg_row_bytes<T>(p.n_in), qs = bg_code_row_bytes(p.n_in);
+    const uint8_t *const rows[2] = {pick.w[0] + at, pick.w[1] + at};
+    for (int32_t i0 = pick.first; i0 < pick.end; i0 += TOK) {
+        const int nt = pick.end - i0 < TOK ? pick.end - i0 : TOK;
+        int32_t slot[TOK];
+#pragma unroll
+        for (int t = 0; t < TOK; t++)
+            slot[t] = pick.slot(i0 + (t < nt ? t : 0));
+        float acc[NR][TOK];
+        if constexpr (PATH == EG_CODING) {
+            static_assert(TOK == 1, "coding on the way takes one slot at a time");
+            bg_rows_dot_int_coding<T, NR>(
+                rows, p.n_in, p.x + bg_egroup_xrow(slot[0], p.n_routed, p.x_div) * p.xs, acc,
+                p.lanes, valid);
+        } else if constexpr (PATH == EG_CODED) {
+            const uint8_t *xr[TOK];
+#pragma unroll
+            for (int t = 0; t < TOK; t++)
+                xr[t] = p.xq + bg_egroup_xrow(slot[t], p.n_routed, p.x_div) * qs;
+            bg_rows_dot_int<T, NR, TOK>(rows, p.n_in, xr, nt, acc, p.lanes, valid);
+        } else {
+            static_assert(TOK == MM_TOK, "the float path groups MM_TOK tokens");
+            const float *xr[TOK];
+#pragma unroll
+            for (int t = 0; t < TOK; t++)
+                xr[t] = p.x + bg_egroup_xrow(slot[t], p.n_routed, p.x_div) * p.xs;
+            bg_rows_dot<T, NR>(rows, p.n_in, xr, nt, acc);
+        }
+        if (threadIdx.x % (uint32_t)p.lanes == 0 && valid)
+            for (int t = 0; t < nt; t++) {
+                const float v = NR == 2 ? bg_silu(acc[0][t]) * acc[NR - 1][t] : acc[0][t];
+                p.y[(size_t)slot[t] * p.ys + o] = v;
+            }
+    }
+}
+
+// Every block counts itself for the tail, also those without rows. The
+// tail's rows (a norm and its coding) would take more registers than the
+// products' loop and cost the down rows' thousands of blocks room on an
+// SM: the bound keeps the loop's count (sm_90: 78-90, no spills).
+enum { EG_TAIL_BLOCKS = 5 };
+template <int T, int NR, int TOK, int PATH, int TAIL>
+__global__ void __launch_bounds__(MM_WARPS * 32, TAIL == TAIL_NONE ? 1 : EG_TAIL_BLOCKS)
+    k_expert_group(const bg_egroup p)
+{
+    BG_KERNEL_ENTRY();
+    const int32_t *n_active = p.groups + p.n_expert + 1;
+    const bool shared = p.shared[0] && blockIdx.y == gridDim.y - 1;
+    uint64_t o;
+    bool valid;
+    if ((shared || (int32_t)blockIdx.y < *n_active) &&
+        bg_warp_rows((uint64_t)blockIdx.x * MM_WARPS + threadIdx.x / 32, p.n_out, p.lanes, &o,
+                     &valid))
+        bg_expert_rows<T, NR, TOK, PATH>(p, shared, o, valid);
+    bg_tail_finish<TAIL>(p.tail);
+}
+
+// k_expert_group's integer path on the tensor cores (experts with more
+// than a slot on average, no tail): a warp 16 rows, over tiles of
+// 8 EG_MMA_NG of its expert's slots (16: prefill's average with 512 tokens
+// and 8 of 256 experts).
+enum { EG_MMA_NG = 2 };
+template <int T, int NR>
+__global__ void __launch_bounds__(MM_WARPS * 32) k_expert_group_mma(const bg_egroup p)
+{
+    BG_KERNEL_ENTRY();
+    const int32_t *n_active = p.groups + p.n_expert + 1;
+    const bool shared = p.shared[0] && blockIdx.y == gridDim.y - 1;
+    const uint64_t o0 = bg_mma_first_row(blockIdx.x);
+    if ((!shared && (int32_t)blockIdx.y >= *n_active) || o0 >= p.n_out)
+        return;
+    const bg_expert_pick pick = bg_pick_expert(p, shared);
+    const uint64_t qs = bg_code_row_bytes(p.n_in);
+    for (int32_t i0 = pick.first; i0 < pick.end; i0 += 8 * EG_MMA_NG) {
+        const int nt = pick.end - i0 < 8 * EG_MMA_NG ? pick.end - i0 : 8 * EG_MMA_NG;
+        bg_mma_rows<T, NR, EG_MMA_NG>(
+            pick.w, o0, p.n_out, p.n_in, nt,
+            [&](int i) {
+                return p.xq + bg_egroup_xrow(pick.slot(i0 + i), p.n_routed, p.x_div) * qs;
+            },
+            [&](int i, uint64_t o, float v) { p.y[(size_t)pick.slot(i0 + i) * p.ys + o] = v; });
+    }
+}
+
+// The integer path's kernels for weights of type T (lone: a slot at a
+// time, for decode steps, where an expert seldom has more; coding: x is
+// coded on the way).
+template <int T, int NR, int TAIL>
+static void launch_expert_group_int(bg_gpu *g, dim3 grid, const bg_egroup &p, bool lone,
+                                    bool coding)
+{
+    if (coding)
+        BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream,
+                  k_expert_group<T, NR, 1, EG_CODING, TAIL>)(p);
+    else if (lone)
+        BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_expert_group<T, NR, 1, EG_CODED, TAIL>)(p);
+    else
+        BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream,
+                  k_expert_group<T, NR, MM_TOK, EG_CODED, TAIL>)(p);
+}
+
+// Launches k_expert_group for weights of type T, as launch_matmul does
+// k_matmul; the tail (the feed-forward half's end) goes along with the
+// integer path's down rows; true when it did.
+template <int T, int NR>
+static bool launch_expert_group(bg_gpu *g, dim3 grid, const bg_egroup &p, bool lone, bool coding)
+{
+    if constexpr (bg_int_path<T>::on) {
+        if (!lone && p.xq && bg_mma && p.tail.kind == TAIL_NONE) {
+            BG_LAUNCH(dim3(mma_blocks(p.n_out), grid.y), MM_WARPS * 32, 0, g->stream,
+                      k_expert_group_mma<T, NR>)(p);
+            return false;
+        }
+        if (coding || p.xq) {
+            if constexpr (NR == 1)
+                if (p.tail.kind == TAIL_FFN_END) {
+                    launch_expert_group_int<T, 1, TAIL_FFN_END>(g, grid, p, lone, coding);
+                    return true;
+                }
+            launch_expert_group_int<T, NR, TAIL_NONE>(g, grid, p, lone, coding);
+            return false;
+        }
+    }
+    BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream,
+              k_expert_group<T, NR, MM_TOK, EG_FLOAT, TAIL_NONE>)(p);
+    return false;
+}
+
+// One grouped expert product (NR = 1, or gate and up fused when NR = 2 and
+// both have the type) over x's n_x rows (xq_pre: coded, or NULL); grid:
+// rows by (at most) every expert chosen, and the shared expert; then the
+// tail's work where it goes along (*tail_done set, when given).
+static int expert_group(bg_gpu *g, int nr, uint32_t type, bg_egroup p, uint32_t n_x,
+                        const uint8_t *xq_pre, bool *tail_done)
+{
+    // decode steps (a slot or fewer per expert on average) take the
+    // one-slot kernels, and their rows that fit the lanes are coded on the
+    // way (bg_rows_dot_int_coding) instead of by a launch of their own
+    const bool lone = p.n_routed <= p.n_expert;
+    const bool coding = lone && !xq_pre && int_path(type) &&
+                        p.n_in / 32 <= (uint64_t)row_lanes(true, p.n_in) &&
+                        (code_kind(type) != ACT_Q8_K || p.n_in % 256 == 0) && p.xs % 4 == 0 &&
+                        (uintptr_t)p.x % 16 == 0;
+    int rc = 0;
+    p.xq = coding ? NULL : code_act(g, type, p.x, p.xs, p.n_in, n_x, xq_pre, &rc);
+    if (rc)
+        return rc;
+    if (nr == 1)
+        p.w[1] = p.w[0], p.shared[1] = p.shared[0];
+    const uint32_t n_groups = p.n_routed < p.n_expert ? p.n_routed : p.n_expert;
+    p.lanes = row_lanes(coding || p.xq, p.n_in);
+    const dim3 grid(row_blocks(p.n_out, p.lanes), n_groups + (p.shared[0] ? 1 : 0));
+    bool ok, done;
+#define EG(T)                                                                                 \
+    (done = nr == 2 ? launch_expert_group<T, 2>(g, grid, p, lone, coding)                    \
+                    : launch_expert_group<T, 1>(g, grid, p, lone, coding))
+    BG_DISPATCH(type, ok, EG);
+#undef EG
+    if (tail_done)
+        *tail_done = ok && done;
+    if (!ok) {
+        snprintf(g->err, sizeof g->err, "experts: tensor type %u has no CUDA kernel", type);
+        return -1;
+    }
+    return bg_cuda_launched(g, "experts");
+}
+
+extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_xn,
+                           const uint8_t *d_xq, const void *d_gate, const void *d_up,
+                           const void *d_down, const int32_t *d_groups, float *d_h,
+                           float *d_slot_out, const bg_gpu_ffn_end *end)
+{
+    const uint32_t slots = a->n_tok * a->n_used, n_shared = a->d_down_shexp ? a->n_tok : 0;
+    if (!slots)
+        return 0;
+    if (a->n_embd % 32 || a->n_ff % 32 || a->n_ff > a->n_embd) {
+        snprintf(g->err, sizeof g->err, "experts: widths %u and %u not handled", a->n_embd,
+                 a->n_ff);
+        return -1;
+    }
+    const uint32_t all = slots + n_shared;
+    bg_egroup p = {};
+    p.expert_bytes = a->gate_expert_bytes;
+    p.n_in = a->n_embd, p.n_out = a->n_ff;
+    p.groups = d_groups, p.n_expert = a->n_expert, p.n_routed = slots, p.n_shared = n_shared;
+    p.x = d_xn, p.xs = a->n_embd, p.x_div = a->n_used;
+    p.w[0] = (const uint8_t *)d_gate, p.shared[0] = (const uint8_t *)a->d_gate_shexp;
+    p.y = d_h, p.ys = a->n_ff;
+    if (a->type_gate == a->type_up) {
+        p.w[1] = (const uint8_t *)d_up, p.shared[1] = (const uint8_t *)a->d_up_shexp;
+        if (expert_group(g, 2, a->type_gate, p, a->n_tok, d_xq, NULL))
+            return -1;
+    } else {
+        // up into slot_out (free until the down rows; n_ff <= n_embd), then
+        // h = silu(gate) * up
+        bg_egroup up = p;
+        up.w[0] = (const uint8_t *)d_up, up.shared[0] = (const uint8_t *)a->d_up_shexp;
+        up.expert_bytes = a->up_expert_bytes;
+        up.y = d_slot_out;
+        if (expert_group(g, 1, a->type_gate, p, a->n_tok, d_xq, NULL) ||
+            expert_group(g, 1, a->type_up, up, a->n_tok, d_xq, NULL) ||
+            bg_cuda_silu_mul(g, d_h, d_slot_out, a->n_ff, a->n_ff, all))
+            return -1;
+    }
+    bg_egroup down = p;
+    down.w[0] = (const uint8_t *)d_down, down.shared[0] = (const uint8_t *)a->d_down_shexp;
+    down.expert_bytes = a->down_expert_bytes;
+    down.n_in = a->n_ff, down.n_out = a->n_embd;
+    down.x = d_h, down.xs = a->n_ff, down.x_div = 1;
+    down.y = d_slot_out, down.ys = a->n_embd;
+    if (!end)
+        return expert_group(g, 1, a->type_down, down, all, NULL, NULL);
+    if (bg_cuda_codes_ok(g, "expert sum", end->d_norm_w ? end->d_xq : NULL, a->n_embd,
+                         end->d_xn, a->n_embd))
+        return -1;
+    const uint32_t n_used = end->d_w ? a->n_used : 1;
+    if (tails_on(g, a->n_tok)) {
+        bg_tail &t = down.tail;
+        t.kind = TAIL_FFN_END, t.counter = g->counters, t.n_tok = a->n_tok, t.n = a->n_embd;
+        t.n_used = n_used, t.y = d_slot_out, t.end = *end;
+    }
+    bool done;
+    if (expert_group(g, 1, a->type_down, down, all, NULL, &done))
+        return -1;
+    return done ? 0 : bg_cuda_expert_sum(g, end, d_slot_out, n_used, a->n_embd, a->n_tok);
+}
