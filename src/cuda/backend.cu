@@ -16,14 +16,17 @@ static int bg_check(bg_gpu *g, cudaError_t e, const char *what)
 #define BG_CUDA_ARCHS "unknown"
 #endif
 
+// common.cuh's switches, set by gpu_init
 bool bg_pdl = false;
-bool bg_debug = false; // BRIGADE_CUDA_DEBUG set, and not 0 (common.cuh)
-// Prefill's integer products on the tensor cores (matmul.cu): sm_80 and
-// later (every card the build targets), unless BRIGADE_CUDA_MMA is 0 or
-// the instruction's fragments are not laid out as the kernels assume
-// (bg_cuda_mma_works: then the dp4a kernels, and the device line says so).
+bool bg_debug = false;
 bool bg_mma = false;
-bool bg_cuda_mma_works(cudaStream_t stream);
+
+// Whether an environment switch is set to 0.
+static bool env_zero(const char *name)
+{
+    const char *v = getenv(name);
+    return v && !strcmp(v, "0");
+}
 
 // Programmatic dependent launch is used when the card has it (sm_90 and
 // later), BRIGADE_CUDA_PDL is not 0, and this runtime runs two such
@@ -107,14 +110,11 @@ static int gpu_init(int device, bg_gpu **out, char *desc, size_t desc_cap, char 
         free(g);
         return -1;
     }
-    const char *debug_env = getenv("BRIGADE_CUDA_DEBUG");
-    bg_debug = debug_env && strcmp(debug_env, "0");
-    const char *pdl_env = getenv("BRIGADE_CUDA_PDL");
-    bg_pdl = prop.major >= 9 && !(pdl_env && !strcmp(pdl_env, "0")) && !bg_debug;
+    bg_debug = getenv("BRIGADE_CUDA_DEBUG") && !env_zero("BRIGADE_CUDA_DEBUG");
+    bg_pdl = prop.major >= 9 && !env_zero("BRIGADE_CUDA_PDL") && !bg_debug;
     if (bg_pdl)
         bg_pdl = pdl_works(g->stream);
-    const char *mma_env = getenv("BRIGADE_CUDA_MMA");
-    const bool mma_wanted = prop.major >= 8 && !(mma_env && !strcmp(mma_env, "0"));
+    const bool mma_wanted = prop.major >= 8 && !env_zero("BRIGADE_CUDA_MMA");
     bg_mma = mma_wanted && bg_cuda_mma_works(g->stream);
     snprintf(desc, desc_cap, "%s (sm_%d%d, %.1f GiB%s%s%s)", prop.name, prop.major, prop.minor,
              prop.totalGlobalMem / 1073741824.0,

@@ -120,6 +120,13 @@ static inline int bg_cuda_fail(bg_gpu *g, cudaError_t e, const char *what)
 // of at some later synchronization.
 extern bool bg_debug;
 
+// Prefill's integer products on the int8 tensor cores (products.cuh):
+// sm_80 and later, unless BRIGADE_CUDA_MMA is 0 or bg_cuda_mma_works
+// (matmul.cu: the instruction's fragments laid out as the kernels assume)
+// is false; backend.cu decides at init.
+extern bool bg_mma;
+bool bg_cuda_mma_works(cudaStream_t stream);
+
 // After a kernel launch.
 static inline int bg_cuda_launched(bg_gpu *g, const char *what)
 {

@@ -54,7 +54,6 @@ bool bg_cuda_mma_works(cudaStream_t stream)
     return ok;
 }
 
-
 // Row o of W against every token, TOK at a time (NR = 1: y = W x), or
 // rows o of Wg (w0) and Wu (w1) together (NR = 2: y = silu(Wg x) * Wu x).
 // INT: the integer path over the tokens' coded activations xq (`lanes`

@@ -125,6 +125,8 @@ template <int T>
 __device__ __forceinline__ void bg_int_scales(const uint8_t *row, uint64_t c, float *s0,
                                               float *s1, float *m);
 template <int T> __device__ __forceinline__ int bg_int_word(const uint8_t *row, uint64_t c, int k);
+// Whether the type's scales carry a min (m not 0): Q4_K's and Q5_K's groups.
+template <int T> struct bg_int_min { enum { on = T == T_Q4_K || T == T_Q5_K }; };
 
 // Four bytes less k in each (values below 64 here), without borrows
 // between them: bit 7 set first, flipped back after.
@@ -439,9 +441,8 @@ __device__ __forceinline__ void bg_rows_dot_int_coding(const uint8_t *const rows
 // Fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16 with integer
 // type"), for lane l, g = l / 4, q = l % 4: A is a register of row g's codes
 // 4q .. 4q + 3 and one of row g + 8's; B a register of token g's codes
-// 4q .. 4q + 3; D rows g and g + 8 by tokens 2q and 2q + 1.
-extern bool bg_mma; // backend.cu sets it
-
+// 4q .. 4q + 3; D rows g and g + 8 by tokens 2q and 2q + 1. bg_mma
+// (common.cuh) says whether they are on.
 // d = the 16 x 8 products of a_lo / a_hi (rows g, g + 8) and b (token g).
 __device__ __forceinline__ void bg_mma_s8(int d[4], int a_lo, int a_hi, int b)
 {
@@ -522,7 +523,7 @@ __device__ __forceinline__ void bg_mma_rows(const uint8_t *const w[NR], uint64_t
             const int b0 = (int)bw[q], b1 = (int)bw[q + 4];
             // the codes' sums of tokens 2q and 2q + 1, for the mins
             float as[2] = {0.0f, 0.0f};
-            if constexpr (T == T_Q4_K || T == T_Q5_K) { // the types with mins
+            if constexpr (bg_int_min<T>::on) {
                 int s = bg_dp4a(b0, 0x01010101, bg_dp4a(b1, 0x01010101, 0));
                 s += __shfl_xor_sync(0xffffffffu, s, 1);
                 s += __shfl_xor_sync(0xffffffffu, s, 2);
@@ -823,10 +824,13 @@ static inline bool int_path(uint32_t type)
 // ACT_Q8_K), -1 for the float path.
 static inline int code_kind(uint32_t type)
 {
-    if (!int_path(type))
+    switch (type) {
+#define BG_INT_CASE(T) case T: return bg_act<T>::kind;
+        BG_INT_TYPES(BG_INT_CASE)
+#undef BG_INT_CASE
+    default:
         return -1;
-    return type == T_Q4_K || type == T_Q5_K || type == T_Q6_K || type == T_IQ4_XS ? ACT_Q8_K
-                                                                                  : ACT_Q8_0;
+    }
 }
 
 // The coded rows of x for products with weights of `type`: pre (x's rows
