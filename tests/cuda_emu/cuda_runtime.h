@@ -7,7 +7,10 @@
 // lacks a barrier between one thread's write to shared memory and another's
 // read shows it as a wrong result (odd blocks run their threads last to
 // first, so the read comes first in one of the two orders); one that
-// diverges around a barrier aborts, saying so. Launch limits are a real GPU's: at most 1024
+// diverges around a barrier aborts, saying so, as does a warp whose lanes
+// wait at different shuffles or a shuffle that reads a lane that has
+// exited (the device's rule: every live thread of a barrier's scope waits
+// at the same one, and a shuffle's source lane takes part). Launch limits are a real GPU's: at most 1024
 // threads a block, 65535 blocks in y and z, 48 KiB of dynamic shared
 // memory; wide loads (BG_ALIGNED) at the device's alignment, or an abort
 // naming the line. Dynamic shared memory starts as NaN bytes. Streams are in order;
@@ -129,7 +132,10 @@ struct ids {
     bool entered;      // BG_KERNEL_ENTRY() ran (before any barrier, and always)
 };
 extern ids *current; // the CUDA thread (fiber) running
-void barrier(bool warp);
+// A barrier or shuffle, where the kernel calls it (file and line): every
+// live thread of its scope must wait at the same one. from: the lane a
+// shuffle reads (it must take part), or -1.
+void barrier(bool warp, const char *file, unsigned line, int from);
 void *lane_slot(unsigned lane, unsigned buffer); // 8 bytes per lane of the running warp
 void *dynamic_shared(void);
 void launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, std::function<void()> body);
@@ -144,12 +150,12 @@ inline unsigned lane(void)
 // suffices: after it, a lane's next write goes to the other buffer, and the
 // write after that waits at a barrier every lane reaches only after reading
 // this one.
-template <typename T> T shuffle(T v, unsigned from)
+template <typename T> T shuffle(T v, unsigned from, const char *file, unsigned line)
 {
     static_assert(sizeof(T) <= 8, "shuffles move up to 8 bytes");
     const unsigned buffer = current->shuffles++ & 1;
     memcpy(lane_slot(lane(), buffer), &v, sizeof v);
-    barrier(true);
+    barrier(true, file, line, (int)(from % 32));
     T r;
     memcpy(&r, lane_slot(from % 32, buffer), sizeof r);
     return r;
@@ -209,18 +215,25 @@ template <typename P> P aligned(const void *p, const char *file, int line)
 #define blockDim (bg_emu::current->block_dim)
 #define gridDim (bg_emu::current->grid_dim)
 
-inline void __syncthreads(void) { bg_emu::barrier(false); }
-inline void __syncwarp(void) { bg_emu::barrier(true); }
-template <typename T> T __shfl_xor_sync(unsigned, T v, int mask)
+// The call site (file, line) of each barrier and shuffle, from default
+// arguments, for the emulation's check that a warp or block waits at one.
+#define BG_EMU_SITE const char *file = __builtin_FILE(), unsigned line = __builtin_LINE()
+inline void __syncthreads(BG_EMU_SITE) { bg_emu::barrier(false, file, line, -1); }
+inline void __syncwarp(BG_EMU_SITE) { bg_emu::barrier(true, file, line, -1); }
+template <typename T> T __shfl_xor_sync(unsigned, T v, int mask, BG_EMU_SITE)
 {
-    return bg_emu::shuffle(v, bg_emu::lane() ^ (unsigned)mask);
+    return bg_emu::shuffle(v, bg_emu::lane() ^ (unsigned)mask, file, line);
 }
-template <typename T> T __shfl_sync(unsigned, T v, int src) { return bg_emu::shuffle(v, (unsigned)src); }
-template <typename T> T __shfl_up_sync(unsigned, T v, unsigned delta)
+template <typename T> T __shfl_sync(unsigned, T v, int src, BG_EMU_SITE)
+{
+    return bg_emu::shuffle(v, (unsigned)src, file, line);
+}
+template <typename T> T __shfl_up_sync(unsigned, T v, unsigned delta, BG_EMU_SITE)
 {
     const unsigned lane = bg_emu::lane();
-    return bg_emu::shuffle(v, lane >= delta ? lane - delta : lane);
+    return bg_emu::shuffle(v, lane >= delta ? lane - delta : lane, file, line);
 }
+#undef BG_EMU_SITE
 // Blocks run one after another: every write is visible to later blocks.
 inline void __threadfence(void) {}
 template <typename T> T __ldcg(const T *p) { return *p; }

@@ -49,6 +49,9 @@ struct fiber {
     void *sp; // saved stack pointer while switched out
     bg_emu::ids ids;
     state st;
+    const char *file; // the barrier or shuffle it waits at
+    unsigned line;
+    int from; // the lane that shuffle reads, or -1
 };
 
 enum { MAX_THREADS = 1024, STACK_BYTES = 128 << 10 };
@@ -92,6 +95,23 @@ void *start_fiber(uint8_t *stack)
     abort();
 }
 
+bool same_site(const fiber &a, const fiber &b)
+{
+    return a.line == b.line && strcmp(a.file, b.file) == 0;
+}
+
+// Threads i and j (of one scope) released together wait at different
+// barriers or shuffles: on the device that is undefined (a hang, or values
+// from the wrong exchange).
+[[noreturn]] void diverged(const char *scope, unsigned i, unsigned j)
+{
+    fprintf(stderr,
+            "cuda emulation: the threads of a %s wait at different barriers or shuffles: "
+            "thread %u at %s:%u, thread %u at %s:%u\n",
+            scope, i, fibers[i].file, fibers[i].line, j, fibers[j].file, fibers[j].line);
+    abort();
+}
+
 // Releases the threads waiting at a barrier every live thread of their
 // scope (warp or block) has reached; returns how many.
 unsigned release(void)
@@ -102,24 +122,51 @@ unsigned release(void)
         if (fibers[i].st != DONE && fibers[i].st != AT_BLOCK_BARRIER)
             all_block = false;
     if (all_block) {
-        for (unsigned i = 0; i < n_fibers; i++)
-            if (fibers[i].st == AT_BLOCK_BARRIER)
-                fibers[i].st = READY, freed++;
+        int first = -1;
+        for (unsigned i = 0; i < n_fibers; i++) {
+            if (fibers[i].st != AT_BLOCK_BARRIER)
+                continue;
+            if (first < 0)
+                first = (int)i;
+            else if (!same_site(fibers[first], fibers[i]))
+                diverged("block", (unsigned)first, i);
+            fibers[i].st = READY, freed++;
+        }
         return freed;
     }
     for (unsigned w0 = 0; w0 < n_fibers; w0 += 32) {
         const unsigned w1 = w0 + 32 < n_fibers ? w0 + 32 : n_fibers;
-        bool all_warp = true, any = false;
+        bool all_warp = true;
+        int first = -1;
         for (unsigned i = w0; i < w1; i++) {
-            if (fibers[i].st == AT_WARP_BARRIER)
-                any = true;
-            else if (fibers[i].st != DONE)
+            if (fibers[i].st == AT_WARP_BARRIER) {
+                if (first < 0)
+                    first = (int)i;
+                else if (!same_site(fibers[first], fibers[i]))
+                    diverged("warp", (unsigned)first, i);
+            } else if (fibers[i].st != DONE) {
                 all_warp = false;
+            }
         }
-        if (any && all_warp)
-            for (unsigned i = w0; i < w1; i++)
-                if (fibers[i].st == AT_WARP_BARRIER)
-                    fibers[i].st = READY, freed++;
+        if (first < 0 || !all_warp)
+            continue;
+        for (unsigned i = w0; i < w1; i++) {
+            const fiber &f = fibers[i];
+            if (f.st != AT_WARP_BARRIER || f.from < 0)
+                continue;
+            const unsigned src = w0 + (unsigned)f.from;
+            if (src >= w1 || fibers[src].st != AT_WARP_BARRIER) {
+                fprintf(stderr,
+                        "cuda emulation: %s:%u: thread %u shuffles from lane %d of its warp, which %s "
+                        "(on the device the value is undefined)\n",
+                        f.file, f.line, i, f.from,
+                        src >= w1 ? "the block does not have" : "has exited");
+                abort();
+            }
+        }
+        for (unsigned i = w0; i < w1; i++)
+            if (fibers[i].st == AT_WARP_BARRIER)
+                fibers[i].st = READY, freed++;
     }
     return freed;
 }
@@ -190,11 +237,13 @@ void misaligned(const void *p, size_t align, const char *file, int line)
     abort();
 }
 
-void barrier(bool warp)
+void barrier(bool warp, const char *file, unsigned line, int from)
 {
-    if (!fibers[running].ids.entered)
+    fiber &f = fibers[running];
+    if (!f.ids.entered)
         die("a barrier or shuffle before BG_KERNEL_ENTRY() (see src/cuda/common.cuh)");
-    fibers[running].st = warp ? AT_WARP_BARRIER : AT_BLOCK_BARRIER;
+    f.file = file, f.line = line, f.from = from;
+    f.st = warp ? AT_WARP_BARRIER : AT_BLOCK_BARRIER;
     bg_emu_switch(&fibers[running].sp, scheduler_sp);
 }
 
