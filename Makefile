@@ -131,6 +131,25 @@ $(BUILD)/tests/emu_gpu_session: tests/test_gpu_mock.c tests/gpu_reference.h test
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -DBG_TEST_DEVICE $< $(EMU_OBJ) $(BUILD)/libbrigade.a $(LIBS) -lstdc++ -o $@
 -include $(EMU_OBJ:.o=.d)
+# The same kernel checks under ThreadSanitizer (tests/cuda_emu/cuda_runtime.h):
+# the kernels instrumented, the emulation itself not; a data race between
+# the threads of a block (a barrier missing) fails it wherever it hides.
+TSAN_OBJ := $(patsubst src/cuda/%.cu,$(BUILD)/tsan/%.o,$(wildcard src/cuda/*.cu)) $(BUILD)/tsan/emu.o
+ifneq ($(CUDA),1)
+EMU_BIN += $(BUILD)/tests/race_cuda_ops
+endif
+$(BUILD)/tsan/%.o: src/cuda/%.cu
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -fsanitize=thread -DBG_EMU_TSAN -MMD -MP -x c++ -c $< -o $@
+$(BUILD)/tsan/emu.o: tests/cuda_emu/emu.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -DBG_EMU_TSAN -MMD -MP -c $< -o $@
+$(BUILD)/tests/race_cuda_ops: tests/test_cuda_ops.c tests/gpu_reference.h tests/check.h \
+                              $(TSAN_OBJ) $(BUILD)/libbrigade.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fsanitize=thread -DBG_TEST_EMULATION $< $(TSAN_OBJ) \
+	    $(BUILD)/libbrigade.a $(LIBS) -lstdc++ -o $@
+-include $(TSAN_OBJ:.o=.d)
 # The brigade program on the emulated kernels (slow; for checking a real
 # geometry's GPU path by hand, e.g. eval -ngl 99 against the CPU's logits).
 $(BUILD)/brigade-emu: $(APP_OBJ) $(EMU_OBJ) $(BUILD)/libbrigade.a
@@ -138,7 +157,7 @@ $(BUILD)/brigade-emu: $(APP_OBJ) $(EMU_OBJ) $(BUILD)/libbrigade.a
 
 test: all asan $(UNIT_BIN) $(EMU_BIN) $(ORACLE_BIN)
 	BRIGADE=$(BUILD)/brigade ORACLE_SRC_DIR=$(abspath $(ORACLE_SRCDIR)) PYTHON="$(PYTHON)" \
-	    BRIGADE_ASAN=$(BUILD)-asan/brigade \
+	    BRIGADE_ASAN=$(BUILD)-asan/brigade TSAN_OPTIONS=halt_on_error=1 \
 	    sh tests/run.sh $(UNIT_BIN) $(EMU_BIN) $(ORACLE_BIN) tests/cli_*.sh
 
 # The GPU tests share the host reference of the device table.

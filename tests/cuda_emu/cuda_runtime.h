@@ -2,23 +2,34 @@
 // .cu files compile with g++ against this header (tests/cuda_emu/ comes
 // first on the include path) and their kernels run on the CPU, each CUDA
 // thread a fiber. Blocks run one after another (every other grid last to
-// first, so a block that reads another's writes unordered shows it); a block's threads switch
-// only at barriers (__syncthreads, __syncwarp, a shuffle). A kernel that
-// lacks a barrier between one thread's write to shared memory and another's
-// read shows it as a wrong result (odd blocks run their threads last to
-// first, so the read comes first in one of the two orders); one that
-// diverges around a barrier aborts, saying so, as does a warp whose lanes
-// wait at different shuffles or a shuffle that reads a lane that has
-// exited (the device's rule: every live thread of a barrier's scope waits
-// at the same one, and a shuffle's source lane takes part). Launch limits are a real GPU's: at most 1024
-// threads a block, 65535 blocks in y and z, 48 KiB of dynamic shared
-// memory; wide loads (BG_ALIGNED) at the device's alignment, or an abort
-// naming the line. Dynamic shared memory starts as NaN bytes. Streams are in order;
+// first, so a block that reads another's writes unordered shows it); a
+// block's threads switch only at barriers (__syncthreads, __syncwarp, a
+// shuffle). A kernel that lacks a barrier between one thread's write to
+// shared memory and another's read shows it as a wrong result (odd blocks
+// run their threads last to first, so the read comes first in one of the
+// two orders); one that diverges around a barrier aborts, saying so, as
+// does a warp whose lanes wait at different shuffles or a shuffle that
+// reads a lane that has exited (the device's rule: every live thread of a
+// barrier's scope waits at the same one, and a shuffle's source lane takes
+// part). Launch limits are a real GPU's: at most 1024 threads a block,
+// 65535 blocks in y and z, 48 KiB of dynamic shared memory; wide loads
+// (BG_ALIGNED) at the device's alignment, or an abort naming the line.
+// Dynamic shared memory starts as NaN bytes. Streams are in order;
 // captures record the launches and graph launches replay them.
 //
-// What it cannot show: speed, the memory model of concurrent threads,
-// register or occupancy limits, the device's own expf/rounding (host libm
-// runs here). Tests only: the product never builds it.
+// Built with BG_EMU_TSAN (make racecheck), ThreadSanitizer watches the
+// threads of each block as fibers that only barriers (__syncthreads,
+// __syncwarp) and atomics order: any two of a block's threads that touch the same bytes (shared or
+// global memory), one of them writing, with no barrier between them, are
+// reported as a data race, whichever order the emulation ran them in.
+// Blocks are ordered one after another for it (their static shared memory
+// is one host variable), so races between blocks are left to the
+// reversed orders above.
+//
+// What it cannot show: speed, the memory model between blocks of
+// concurrent hardware, register or occupancy limits, the device's own
+// expf/rounding (host libm runs here). Tests only: the product never
+// builds it.
 #pragma once
 
 #include <math.h>
@@ -136,14 +147,33 @@ extern ids *current; // the CUDA thread (fiber) running
 // live thread of its scope must wait at the same one. from: the lane a
 // shuffle reads (it must take part), or -1.
 void barrier(bool warp, const char *file, unsigned line, int from);
-void *lane_slot(unsigned lane, unsigned buffer); // 8 bytes per lane of the running warp
+// The running warp's shuffle exchange (8 bytes per lane, two buffers):
+// this lane's value in, lane `from`'s out. Not memory of the kernel's: a
+// shuffle orders no memory on the device, so the race check (below) does
+// not see these copies, nor count a shuffle as a barrier.
+void put_lane(unsigned buffer, const void *v, size_t bytes);
+void get_lane(unsigned from, unsigned buffer, void *v, size_t bytes);
 void *dynamic_shared(void);
 void launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, std::function<void()> body);
 
+// The running thread's ids, and the two it updates. Under ThreadSanitizer
+// (BG_EMU_TSAN, make racecheck) they are out of line in emu.cpp, which is
+// not instrumented: the scheduler rewrites them between switches, and
+// those are the emulation's accesses, not the kernel's.
+#ifdef BG_EMU_TSAN
+ids self(void);
+void enter(void);
+unsigned next_buffer(void);
+#else
+inline ids self(void) { return *current; }
+inline void enter(void) { current->entered = true; }
+inline unsigned next_buffer(void) { return current->shuffles++ & 1; }
+#endif
+
 inline unsigned lane(void)
 {
-    const ids *c = current;
-    return (c->thread.x + c->block_dim.x * (c->thread.y + c->block_dim.y * c->thread.z)) % 32;
+    const ids c = self();
+    return (c.thread.x + c.block_dim.x * (c.thread.y + c.block_dim.y * c.thread.z)) % 32;
 }
 
 // Shuffles alternate between two exchange buffers, so one barrier each
@@ -153,11 +183,11 @@ inline unsigned lane(void)
 template <typename T> T shuffle(T v, unsigned from, const char *file, unsigned line)
 {
     static_assert(sizeof(T) <= 8, "shuffles move up to 8 bytes");
-    const unsigned buffer = current->shuffles++ & 1;
-    memcpy(lane_slot(lane(), buffer), &v, sizeof v);
+    const unsigned buffer = next_buffer();
+    put_lane(buffer, &v, sizeof v);
     barrier(true, file, line, (int)(from % 32));
     T r;
-    memcpy(&r, lane_slot(from % 32, buffer), sizeof r);
+    get_lane(from % 32, buffer, &r, sizeof r);
     return r;
 }
 
@@ -208,12 +238,12 @@ template <typename P> P aligned(const void *p, const char *file, int line)
 // Every kernel's first statement (programmatic dependent launch on the
 // device, src/cuda/common.cuh): here it only records that it ran, and a
 // kernel that reaches a barrier or returns without it aborts.
-#define BG_KERNEL_ENTRY() (bg_emu::current->entered = true)
+#define BG_KERNEL_ENTRY() (bg_emu::enter())
 
-#define threadIdx (bg_emu::current->thread)
-#define blockIdx (bg_emu::current->block)
-#define blockDim (bg_emu::current->block_dim)
-#define gridDim (bg_emu::current->grid_dim)
+#define threadIdx (bg_emu::self().thread)
+#define blockIdx (bg_emu::self().block)
+#define blockDim (bg_emu::self().block_dim)
+#define gridDim (bg_emu::self().grid_dim)
 
 // The call site (file, line) of each barrier and shuffle, from default
 // arguments, for the emulation's check that a warp or block waits at one.
@@ -238,17 +268,16 @@ template <typename T> T __shfl_up_sync(unsigned, T v, unsigned delta, BG_EMU_SIT
 inline void __threadfence(void) {}
 template <typename T> T __ldcg(const T *p) { return *p; }
 
-// Threads switch only at barriers, so these are atomic here.
-inline int atomicAdd(int *p, int v)
-{
-    const int old = *p;
-    *p += v;
-    return old;
-}
+// Atomic as on the device (relaxed: the kernels order their memory with
+// barriers and __threadfence), so a race check sees them as such.
+inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
 inline float atomicAdd(float *p, float v)
 {
-    const float old = *p;
-    *p += v;
+    float old, sum;
+    __atomic_load(p, &old, __ATOMIC_RELAXED);
+    do
+        sum = old + v;
+    while (!__atomic_compare_exchange(p, &old, &sum, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
     return old;
 }
 

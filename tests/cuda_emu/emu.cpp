@@ -8,6 +8,10 @@
 
 #include <vector>
 
+#ifdef BG_EMU_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+
 #if !defined(__x86_64__)
 #error "the CUDA emulation switches fibers with x86-64 code"
 #endif
@@ -51,7 +55,8 @@ struct fiber {
     state st;
     const char *file; // the barrier or shuffle it waits at
     unsigned line;
-    int from; // the lane that shuffle reads, or -1
+    int from;                       // the lane that shuffle reads, or -1
+    unsigned block_bars, warp_bars; // barriers passed in this block
 };
 
 enum { MAX_THREADS = 1024, STACK_BYTES = 128 << 10 };
@@ -66,14 +71,52 @@ std::vector<uint8_t> dyn_shared;
 
 [[noreturn]] void die(const char *what);
 
+// ThreadSanitizer's view of the threads (BG_EMU_TSAN; see cuda_runtime.h):
+// each CUDA thread is a fiber of its own, switched to and from without
+// synchronizing, so that only what orders threads on the device orders
+// them here: a barrier's arrivals before its departures (a token per
+// barrier, by the parity of its count: no thread arrives at the next but
+// one before every thread has left this one), atomics, and the end of a
+// block before the next (the scheduler's tokens). This file itself is not
+// instrumented: its bookkeeping is not the kernels' memory.
+namespace race {
+#ifdef BG_EMU_TSAN
+void *scheduler, *threads[MAX_THREADS];
+char block_begin, block_end, block_bar[2], warp_bar[MAX_THREADS / 32][2];
+void to_thread(unsigned i)
+{
+    if (!threads[i])
+        threads[i] = __tsan_create_fiber(0);
+    __tsan_switch_to_fiber(threads[i], __tsan_switch_to_fiber_no_sync);
+}
+void to_scheduler(void) { __tsan_switch_to_fiber(scheduler, __tsan_switch_to_fiber_no_sync); }
+void begin_grid(void) { scheduler = __tsan_get_current_fiber(); }
+void release(void *token) { __tsan_release(token); }
+void acquire(void *token) { __tsan_acquire(token); }
+#else
+char block_begin, block_end, block_bar[2], warp_bar[MAX_THREADS / 32][2];
+inline void to_thread(unsigned) {}
+inline void to_scheduler(void) {}
+inline void begin_grid(void) {}
+inline void release(void *) {}
+inline void acquire(void *) {}
+#endif
+} // namespace race
+
+// A thread's life: a block's kernel, then done until the next block that
+// has this thread, on the same stack.
 void fiber_main(void)
 {
-    (*body)();
-    if (!fibers[running].ids.entered)
-        die("a kernel returned without BG_KERNEL_ENTRY() (see src/cuda/common.cuh)");
-    fibers[running].st = DONE;
-    bg_emu_switch(&fibers[running].sp, scheduler_sp); // never resumed
-    abort();
+    for (;;) {
+        race::acquire(&race::block_begin);
+        (*body)();
+        if (!fibers[running].ids.entered)
+            die("a kernel returned without BG_KERNEL_ENTRY() (see src/cuda/common.cuh)");
+        race::release(&race::block_end);
+        fibers[running].st = DONE;
+        race::to_scheduler();
+        bg_emu_switch(&fibers[running].sp, scheduler_sp);
+    }
 }
 
 // A fresh stack whose first switch "returns" into fiber_main, entered as
@@ -184,8 +227,11 @@ void run_block(dim3 grid, dim3 block, uint3 bid)
         f->ids.shuffles = 0;
         f->ids.entered = false;
         f->st = READY;
-        f->sp = start_fiber(stacks + (size_t)i * STACK_BYTES);
+        f->block_bars = f->warp_bars = 0;
+        if (!f->sp) // started once, then resumed for each block
+            f->sp = start_fiber(stacks + (size_t)i * STACK_BYTES);
     }
+    race::release(&race::block_begin);
     /* odd blocks run their threads last to first: a read of shared memory
      * that lacks the barrier after another thread's write then sees the
      * NaN the block started with (in even blocks, the earlier thread's
@@ -198,13 +244,16 @@ void run_block(dim3 grid, dim3 block, uint3 bid)
             if (fibers[i].st == READY) {
                 running = i;
                 bg_emu::current = &fibers[i].ids;
+                race::to_thread(i);
                 bg_emu_switch(&scheduler_sp, fibers[i].sp);
                 ran = true;
             }
             live |= fibers[i].st != DONE;
         }
-        if (!live)
+        if (!live) {
+            race::acquire(&race::block_end);
             return;
+        }
         if (!release() && !ran)
             die("threads wait at different barriers (a barrier some threads of a warp or "
                 "block skip)");
@@ -244,10 +293,44 @@ void barrier(bool warp, const char *file, unsigned line, int from)
         die("a barrier or shuffle before BG_KERNEL_ENTRY() (see src/cuda/common.cuh)");
     f.file = file, f.line = line, f.from = from;
     f.st = warp ? AT_WARP_BARRIER : AT_BLOCK_BARRIER;
-    bg_emu_switch(&fibers[running].sp, scheduler_sp);
+    // a shuffle orders no memory (the race check's tokens are barriers')
+    char *token = from >= 0 ? NULL
+                  : warp    ? &race::warp_bar[running / 32][f.warp_bars++ & 1]
+                            : &race::block_bar[f.block_bars++ & 1];
+    if (token)
+        race::release(token);
+    race::to_scheduler();
+    bg_emu_switch(&f.sp, scheduler_sp);
+    if (token)
+        race::acquire(token);
 }
 
-void *lane_slot(unsigned lane, unsigned buffer) { return &slots[running / 32][buffer][lane]; }
+#ifdef BG_EMU_TSAN
+ids self(void) { return *current; }
+void enter(void) { current->entered = true; }
+unsigned next_buffer(void) { return current->shuffles++ & 1; }
+#endif
+
+// Copies of 1, 2, 4 or 8 bytes by moves, not memcpy calls, which
+// ThreadSanitizer intercepts wherever they are made.
+static void copy_small(void *dst, const void *src, size_t bytes)
+{
+    switch (bytes) {
+    case 1: { uint8_t v; memcpy(&v, src, 1); memcpy(dst, &v, 1); break; }
+    case 2: { uint16_t v; memcpy(&v, src, 2); memcpy(dst, &v, 2); break; }
+    case 4: { uint32_t v; memcpy(&v, src, 4); memcpy(dst, &v, 4); break; }
+    case 8: { uint64_t v; memcpy(&v, src, 8); memcpy(dst, &v, 8); break; }
+    default: die("a shuffle of other than 1, 2, 4 or 8 bytes");
+    }
+}
+void put_lane(unsigned buffer, const void *v, size_t bytes)
+{
+    copy_small(&slots[running / 32][buffer][running % 32], v, bytes);
+}
+void get_lane(unsigned from, unsigned buffer, void *v, size_t bytes)
+{
+    copy_small(v, &slots[running / 32][buffer][from], bytes);
+}
 
 void *dynamic_shared(void) { return dyn_shared.data(); }
 
@@ -262,6 +345,7 @@ static void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<vo
     }
     dyn_shared.assign(shmem ? shmem : 1, 0);
     body = &kernel;
+    race::begin_grid();
     // every other grid runs its blocks last to first: a kernel whose block
     // reads what another block of the launch writes (outside the counted
     // last-block pattern) sees it unwritten in one of the two orders
