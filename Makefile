@@ -133,21 +133,27 @@ $(BUILD)/tests/emu_gpu_session: tests/test_gpu_mock.c tests/gpu_reference.h test
 -include $(EMU_OBJ:.o=.d)
 # The same kernel checks under ThreadSanitizer (tests/cuda_emu/cuda_runtime.h):
 # the kernels instrumented, the emulation itself not; a data race between
-# the threads of a block (a barrier missing) fails it wherever it hides.
+# threads (a barrier or fence missing) fails it wherever it hides. Built
+# with clang (its sections take the shared variables of inline and plain
+# functions alike, which the race check maps afresh for each block).
+TSAN_CXX ?= clang++
+TSAN_CC ?= clang
+TSAN_CXXFLAGS := $(EMU_CXXFLAGS) -Wno-pass-failed -DBG_EMU_TSAN
 TSAN_OBJ := $(patsubst src/cuda/%.cu,$(BUILD)/tsan/%.o,$(wildcard src/cuda/*.cu)) $(BUILD)/tsan/emu.o
 ifneq ($(CUDA),1)
 EMU_BIN += $(BUILD)/tests/race_cuda_ops
 endif
 $(BUILD)/tsan/%.o: src/cuda/%.cu
 	@mkdir -p $(dir $@)
-	$(CXX) $(EMU_CXXFLAGS) -fsanitize=thread -DBG_EMU_TSAN -MMD -MP -x c++ -c $< -o $@
+	$(TSAN_CXX) $(TSAN_CXXFLAGS) -fsanitize=thread -MMD -MP -x c++ -c $< -o $@
 $(BUILD)/tsan/emu.o: tests/cuda_emu/emu.cpp
 	@mkdir -p $(dir $@)
-	$(CXX) $(EMU_CXXFLAGS) -DBG_EMU_TSAN -MMD -MP -c $< -o $@
+	$(TSAN_CXX) $(TSAN_CXXFLAGS) -MMD -MP -c $< -o $@
+# emu.o last: its pad ends the section of shared variables on a page
 $(BUILD)/tests/race_cuda_ops: tests/test_cuda_ops.c tests/gpu_reference.h tests/check.h \
                               $(TSAN_OBJ) $(BUILD)/libbrigade.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -fsanitize=thread -DBG_TEST_EMULATION $< $(TSAN_OBJ) \
+	$(TSAN_CC) $(ALL_CFLAGS) -fsanitize=thread -DBG_TEST_EMULATION $< $(TSAN_OBJ) \
 	    $(BUILD)/libbrigade.a $(LIBS) -lstdc++ -o $@
 -include $(TSAN_OBJ:.o=.d)
 # The brigade program on the emulated kernels (slow; for checking a real

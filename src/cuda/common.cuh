@@ -352,8 +352,12 @@ __device__ __forceinline__ bool bg_block_arrives_last(int *counter, int n)
     __syncthreads();
     if (threadIdx.x == 0) {
         last = atomicAdd(counter, 1) == n - 1;
-        if (last)
+        if (last) {
+            // every other block's count (and writes) seen before the plain
+            // store that resets the counter: no store races their atomics
+            __threadfence();
             *counter = 0;
+        }
     }
     __syncthreads();
     if (last)

@@ -17,17 +17,19 @@
 // Dynamic shared memory starts as NaN bytes. Streams are in order;
 // captures record the launches and graph launches replay them.
 //
-// Built with BG_EMU_TSAN (make racecheck), ThreadSanitizer watches the
-// threads of each block as fibers that only barriers (__syncthreads,
-// __syncwarp) and atomics order: any two of a block's threads that touch the same bytes (shared or
-// global memory), one of them writing, with no barrier between them, are
-// reported as a data race, whichever order the emulation ran them in.
-// Blocks are ordered one after another for it (their static shared memory
-// is one host variable), so races between blocks are left to the
-// reversed orders above.
+// Built with BG_EMU_TSAN (build/tests/race_cuda_ops), ThreadSanitizer
+// watches the kernels' threads as fibers that only barriers (__syncthreads,
+// __syncwarp) and __threadfence around atomics order, the device's rules:
+// two threads that touch the same bytes (shared or global memory), one of
+// them writing, with nothing of those between them, are reported as a
+// data race, whichever order the emulation ran them in; in one block, or
+// in two blocks of a grid (adjacent blocks run on different thread sets,
+// so a block that reads what another writes without the counted
+// last-block pattern, or after counting itself, shows it; blocks two
+// apart share their threads, which orders them). Each block's shared
+// memory is its own there.
 //
-// What it cannot show: speed, the memory model between blocks of
-// concurrent hardware, register or occupancy limits, the device's own
+// What it cannot show: speed, register or occupancy limits, the device's own
 // expf/rounding (host libm runs here). Tests only: the product never
 // builds it.
 #pragma once
@@ -49,7 +51,13 @@
 #define __host__
 #define __forceinline__ inline
 #define __constant__
+#ifdef BG_EMU_TSAN
+// Page-aligned in a section of their own, which emu.cpp maps afresh for
+// each block (the race check's shared memory is the block's own).
+#define __shared__ static __attribute__((section("bg_emu_shared"), aligned(4096)))
+#else
 #define __shared__ static
+#endif
 #define __launch_bounds__(...)
 
 struct uint3 {
@@ -160,14 +168,21 @@ void launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, std::function<v
 // (BG_EMU_TSAN, make racecheck) they are out of line in emu.cpp, which is
 // not instrumented: the scheduler rewrites them between switches, and
 // those are the emulation's accesses, not the kernel's.
+// fence and atomic_done tell the race check of a __threadfence and of an
+// atomic at p: a fence then an atomic releases, an atomic then a fence
+// acquires, as the device's memory model orders them.
 #ifdef BG_EMU_TSAN
 ids self(void);
 void enter(void);
 unsigned next_buffer(void);
+void fence(void);
+void atomic_done(void *p);
 #else
 inline ids self(void) { return *current; }
 inline void enter(void) { current->entered = true; }
 inline unsigned next_buffer(void) { return current->shuffles++ & 1; }
+inline void fence(void) {}
+inline void atomic_done(void *) {}
 #endif
 
 inline unsigned lane(void)
@@ -264,13 +279,19 @@ template <typename T> T __shfl_up_sync(unsigned, T v, unsigned delta, BG_EMU_SIT
     return bg_emu::shuffle(v, lane >= delta ? lane - delta : lane, file, line);
 }
 #undef BG_EMU_SITE
-// Blocks run one after another: every write is visible to later blocks.
-inline void __threadfence(void) {}
+// Blocks run one after another: every write is visible to later blocks
+// (the race check still holds them to the fences the device needs).
+inline void __threadfence(void) { bg_emu::fence(); }
 template <typename T> T __ldcg(const T *p) { return *p; }
 
-// Atomic as on the device (relaxed: the kernels order their memory with
-// barriers and __threadfence), so a race check sees them as such.
-inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+// Atomic as on the device: relaxed, ordered only by __threadfence around
+// them (the race check's model, above).
+inline int atomicAdd(int *p, int v)
+{
+    const int old = __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+    bg_emu::atomic_done(p);
+    return old;
+}
 inline float atomicAdd(float *p, float v)
 {
     float old, sum;
@@ -278,6 +299,7 @@ inline float atomicAdd(float *p, float v)
     do
         sum = old + v;
     while (!__atomic_compare_exchange(p, &old, &sum, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    bg_emu::atomic_done(p);
     return old;
 }
 

@@ -57,49 +57,83 @@ struct fiber {
     unsigned line;
     int from;                       // the lane that shuffle reads, or -1
     unsigned block_bars, warp_bars; // barriers passed in this block
+    bool fenced;                    // a __threadfence since its last atomic
+    void *last_atomic;              // where that atomic was, or NULL
 };
 
-enum { MAX_THREADS = 1024, STACK_BYTES = 128 << 10 };
+// Two sets of threads, each with its own stacks, take blocks in turn: to
+// the race check a block's threads are never the previous block's.
+enum { MAX_THREADS = 1024, STACK_BYTES = 128 << 10, SETS = 2, MAX_SHARED = 48 * 1024 };
 
 void *scheduler_sp;
-fiber fibers[MAX_THREADS];
-unsigned n_fibers, running;
-uint8_t *stacks;                       // MAX_THREADS stacks, mapped once
+fiber thread_sets[SETS][MAX_THREADS];
+fiber *fibers = thread_sets[0]; // the set of the block running
+unsigned set, n_fibers, running;
+uint8_t *stacks;                       // SETS * MAX_THREADS stacks, mapped once
 const std::function<void()> *body;     // the kernel of the block running
 uint64_t slots[MAX_THREADS / 32][2][32]; // each warp's shuffle exchange, two buffers
-std::vector<uint8_t> dyn_shared;
+uint8_t *dyn_shared;                   // MAX_SHARED bytes, mapped once
+size_t dyn_shared_bytes;
 
 [[noreturn]] void die(const char *what);
 
 // ThreadSanitizer's view of the threads (BG_EMU_TSAN; see cuda_runtime.h):
-// each CUDA thread is a fiber of its own, switched to and from without
-// synchronizing, so that only what orders threads on the device orders
-// them here: a barrier's arrivals before its departures (a token per
-// barrier, by the parity of its count: no thread arrives at the next but
-// one before every thread has left this one), atomics, and the end of a
-// block before the next (the scheduler's tokens). This file itself is not
+// each CUDA thread of each set is a fiber of its own, switched to and from
+// without synchronizing, so that only what orders threads on the device
+// orders them here: a barrier's arrivals before its departures (a token
+// per set and barrier, by the parity of its count: no thread arrives at
+// the next but one before every thread has left this one), a release
+// (__threadfence, then an atomic) before an acquire (an atomic, then
+// __threadfence) on the same address, and a grid before the next (the
+// scheduler waits for each grid's end; each block starts from the
+// scheduler's view, not the previous block's). Each block starts on fresh
+// pages of shared memory, static and dynamic, so that one block's shared
+// memory is not another's to the check. This file itself is not
 // instrumented: its bookkeeping is not the kernels' memory.
 namespace race {
 #ifdef BG_EMU_TSAN
-void *scheduler, *threads[MAX_THREADS];
-char block_begin, block_end, block_bar[2], warp_bar[MAX_THREADS / 32][2];
+void *scheduler, *threads[SETS][MAX_THREADS];
+char block_begin, grid_end, block_bar[SETS][2], warp_bar[SETS][MAX_THREADS / 32][2];
 void to_thread(unsigned i)
 {
-    if (!threads[i])
-        threads[i] = __tsan_create_fiber(0);
-    __tsan_switch_to_fiber(threads[i], __tsan_switch_to_fiber_no_sync);
+    if (!threads[set][i])
+        threads[set][i] = __tsan_create_fiber(0);
+    __tsan_switch_to_fiber(threads[set][i], __tsan_switch_to_fiber_no_sync);
 }
 void to_scheduler(void) { __tsan_switch_to_fiber(scheduler, __tsan_switch_to_fiber_no_sync); }
 void begin_grid(void) { scheduler = __tsan_get_current_fiber(); }
 void release(void *token) { __tsan_release(token); }
 void acquire(void *token) { __tsan_acquire(token); }
+
+// The kernels' static __shared__ variables (cuda_runtime.h puts them in
+// this section, page-aligned; this pad, linked last, ends it on a page).
+extern "C" char __start_bg_emu_shared[], __stop_bg_emu_shared[];
+static char shared_end_pad[4096] __attribute__((section("bg_emu_shared"), aligned(4096), used));
+
+// Fresh zero pages over [p, p + bytes): ThreadSanitizer forgets who
+// touched them (its mmap interceptor), and the scheduler wrote them.
+void remap(void *p, size_t bytes)
+{
+    if ((uintptr_t)p % 4096 || bytes % 4096)
+        die("shared memory not on whole pages (the section bg_emu_shared must end with "
+            "emu.cpp's pad: link emu.o after the kernels)");
+    if (bytes && mmap(p, bytes, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS,
+                      -1, 0) == MAP_FAILED)
+        die("cannot remap shared memory");
+}
+void fresh_shared(void)
+{
+    remap(__start_bg_emu_shared, (size_t)(__stop_bg_emu_shared - __start_bg_emu_shared));
+    remap(dyn_shared, MAX_SHARED);
+}
 #else
-char block_begin, block_end, block_bar[2], warp_bar[MAX_THREADS / 32][2];
+char block_begin, grid_end, block_bar[SETS][2], warp_bar[SETS][MAX_THREADS / 32][2];
 inline void to_thread(unsigned) {}
 inline void to_scheduler(void) {}
 inline void begin_grid(void) {}
 inline void release(void *) {}
 inline void acquire(void *) {}
+inline void fresh_shared(void) {}
 #endif
 } // namespace race
 
@@ -112,7 +146,7 @@ void fiber_main(void)
         (*body)();
         if (!fibers[running].ids.entered)
             die("a kernel returned without BG_KERNEL_ENTRY() (see src/cuda/common.cuh)");
-        race::release(&race::block_end);
+        race::release(&race::grid_end);
         fibers[running].st = DONE;
         race::to_scheduler();
         bg_emu_switch(&fibers[running].sp, scheduler_sp);
@@ -217,7 +251,8 @@ unsigned release(void)
 void run_block(dim3 grid, dim3 block, uint3 bid)
 {
     n_fibers = block.x * block.y * block.z;
-    memset(dyn_shared.data(), 0xFF, dyn_shared.size()); // NaN until written
+    race::fresh_shared();
+    memset(dyn_shared, 0xFF, dyn_shared_bytes); // NaN until written
     for (unsigned i = 0; i < n_fibers; i++) {
         fiber *f = &fibers[i];
         f->ids.thread = uint3{i % block.x, i / block.x % block.y, i / (block.x * block.y)};
@@ -228,8 +263,10 @@ void run_block(dim3 grid, dim3 block, uint3 bid)
         f->ids.entered = false;
         f->st = READY;
         f->block_bars = f->warp_bars = 0;
+        f->fenced = false;
+        f->last_atomic = NULL;
         if (!f->sp) // started once, then resumed for each block
-            f->sp = start_fiber(stacks + (size_t)i * STACK_BYTES);
+            f->sp = start_fiber(stacks + ((size_t)set * MAX_THREADS + i) * STACK_BYTES);
     }
     race::release(&race::block_begin);
     /* odd blocks run their threads last to first: a read of shared memory
@@ -250,10 +287,8 @@ void run_block(dim3 grid, dim3 block, uint3 bid)
             }
             live |= fibers[i].st != DONE;
         }
-        if (!live) {
-            race::acquire(&race::block_end);
+        if (!live)
             return;
-        }
         if (!release() && !ran)
             die("threads wait at different barriers (a barrier some threads of a warp or "
                 "block skip)");
@@ -295,8 +330,8 @@ void barrier(bool warp, const char *file, unsigned line, int from)
     f.st = warp ? AT_WARP_BARRIER : AT_BLOCK_BARRIER;
     // a shuffle orders no memory (the race check's tokens are barriers')
     char *token = from >= 0 ? NULL
-                  : warp    ? &race::warp_bar[running / 32][f.warp_bars++ & 1]
-                            : &race::block_bar[f.block_bars++ & 1];
+                  : warp    ? &race::warp_bar[set][running / 32][f.warp_bars++ & 1]
+                            : &race::block_bar[set][f.block_bars++ & 1];
     if (token)
         race::release(token);
     race::to_scheduler();
@@ -309,6 +344,22 @@ void barrier(bool warp, const char *file, unsigned line, int from)
 ids self(void) { return *current; }
 void enter(void) { current->entered = true; }
 unsigned next_buffer(void) { return current->shuffles++ & 1; }
+
+void fence(void)
+{
+    fiber &f = fibers[running];
+    if (f.last_atomic)
+        race::acquire(f.last_atomic);
+    f.fenced = true;
+}
+void atomic_done(void *p)
+{
+    fiber &f = fibers[running];
+    if (f.fenced)
+        race::release(p);
+    f.fenced = false;
+    f.last_atomic = p;
+}
 #endif
 
 // Copies of 1, 2, 4 or 8 bytes by moves, not memcpy calls, which
@@ -332,18 +383,21 @@ void get_lane(unsigned from, unsigned buffer, void *v, size_t bytes)
     copy_small(v, &slots[running / 32][buffer][from], bytes);
 }
 
-void *dynamic_shared(void) { return dyn_shared.data(); }
+void *dynamic_shared(void) { return dyn_shared; }
 
 static void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<void()> &kernel)
 {
     if (!stacks) {
-        void *p = mmap(NULL, (size_t)MAX_THREADS * STACK_BYTES, PROT_READ | PROT_WRITE,
+        void *p = mmap(NULL, (size_t)SETS * MAX_THREADS * STACK_BYTES, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (p == MAP_FAILED)
+        void *d = mmap(NULL, MAX_SHARED, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0);
+        if (p == MAP_FAILED || d == MAP_FAILED)
             die("no memory for the thread stacks");
         stacks = (uint8_t *)p;
+        dyn_shared = (uint8_t *)d;
     }
-    dyn_shared.assign(shmem ? shmem : 1, 0);
+    dyn_shared_bytes = shmem;
     body = &kernel;
     race::begin_grid();
     // every other grid runs its blocks last to first: a kernel whose block
@@ -354,10 +408,13 @@ static void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<vo
     const uint64_t n = (uint64_t)grid.x * grid.y * grid.z;
     for (uint64_t i = 0; i < n; i++) {
         const uint64_t b = reverse ? n - 1 - i : i;
+        set = (unsigned)(i % SETS);
+        fibers = thread_sets[set];
         run_block(grid, block,
                   uint3{(unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y),
                         (unsigned)(b / ((uint64_t)grid.x * grid.y))});
     }
+    race::acquire(&race::grid_end);
     current = NULL;
 }
 
