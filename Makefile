@@ -156,6 +156,25 @@ $(BUILD)/tests/race_cuda_ops: tests/test_cuda_ops.c tests/gpu_reference.h tests/
 	$(TSAN_CC) $(ALL_CFLAGS) -fsanitize=thread -DBG_TEST_EMULATION $< $(TSAN_OBJ) \
 	    $(BUILD)/libbrigade.a $(LIBS) -lstdc++ -o $@
 -include $(TSAN_OBJ:.o=.d)
+# make racecheck: the kernel checks, then whole GPU sessions on the emulated
+# kernels (tests/test_gpu_mock.c), with the library instrumented too (its
+# thread pool's atomics visible to the check): about 4 minutes more than
+# make test's share, so kept out of it.
+TSAN_LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/tsan/%.o)
+$(BUILD)/tsan/src/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(TSAN_CC) $(ALL_CFLAGS) -fsanitize=thread -MMD -MP -c $< -o $@
+$(BUILD)/tsan/libbrigade.a: $(TSAN_LIB_OBJ)
+	ar rcs $@ $^
+$(BUILD)/tests/race_gpu_session: tests/test_gpu_mock.c tests/gpu_reference.h tests/check.h \
+                                 $(TSAN_OBJ) $(BUILD)/tsan/libbrigade.a
+	@mkdir -p $(dir $@)
+	$(TSAN_CC) $(ALL_CFLAGS) -fsanitize=thread -DBG_TEST_DEVICE $< $(TSAN_OBJ) \
+	    $(BUILD)/tsan/libbrigade.a $(LIBS) -lstdc++ -o $@
+-include $(TSAN_LIB_OBJ:.o=.d)
+.PHONY: racecheck
+racecheck: $(BUILD)/tests/race_cuda_ops $(BUILD)/tests/race_gpu_session
+	TSAN_OPTIONS=halt_on_error=1 sh tests/run.sh $^
 # The brigade program on the emulated kernels (slow; for checking a real
 # geometry's GPU path by hand, e.g. eval -ngl 99 against the CPU's logits).
 $(BUILD)/brigade-emu: $(APP_OBJ) $(EMU_OBJ) $(BUILD)/libbrigade.a
