@@ -96,6 +96,11 @@ export CUDA_CACHE_PATH="$WORK/cuda-cache" CUDA_CACHE_MAXSIZE=4294967296
     echo "# brigade GPU check"
     echo
     echo "- GPU: $GPU (sm_$CAP), $J CPU cores"
+    # the CPU's float dots sum in its SIMD variant's order (kernels.c picks
+    # AVX2 or AVX-512): the parity rows with f16/f32 K caches depend on it
+    echo "- CPU: $(grep -m 1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')," \
+        "$(grep -m 1 -o -w 'avx512f' /proc/cpuinfo || echo 'no avx512f')," \
+        "$(grep -m 1 -o -w 'amx_tile' /proc/cpuinfo || echo 'no amx')"
     echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (modified)')"
     echo "- build: make CUDA=1 CUDA_ARCHS=$CAP in ${BUILD_S} s"
     echo
