@@ -393,7 +393,7 @@ static void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<vo
         void *d = mmap(NULL, MAX_SHARED, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                        -1, 0);
         if (p == MAP_FAILED || d == MAP_FAILED)
-            die("no memory for the thread stacks");
+            die("no memory for the thread stacks or the shared memory");
         stacks = (uint8_t *)p;
         dyn_shared = (uint8_t *)d;
     }
@@ -422,7 +422,7 @@ void launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, std::function<v
 {
     const uint64_t threads = (uint64_t)block.x * block.y * block.z;
     if (!threads || threads > MAX_THREADS || block.z > 64 || !grid.x || !grid.y || !grid.z ||
-        grid.y > 65535 || grid.z > 65535 || shmem > 48 * 1024) {
+        grid.y > 65535 || grid.z > 65535 || shmem > MAX_SHARED) {
         last_error = cudaErrorInvalidConfiguration;
         return;
     }
