@@ -188,6 +188,13 @@ test: all asan $(UNIT_BIN) $(EMU_BIN) $(ORACLE_BIN)
 # The GPU tests share the host reference of the device table.
 $(BUILD)/tests/test_gpu_mock $(BUILD)/tests/test_cuda_ops: tests/gpu_reference.h
 
+# In a CUDA=1 build: test_gpu_mock's device sessions on the real GPU
+# (scripts/gpu-check.sh runs it; it needs a card, so not in make test).
+$(BUILD)/tests/gpu_session: tests/test_gpu_mock.c tests/gpu_reference.h tests/check.h \
+                            $(BUILD)/libbrigade.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DBG_TEST_DEVICE $< $(BUILD)/libbrigade.a $(LIBS) -o $@
+
 # tests/test_serve_api.c compiles the server's API sources into itself.
 $(BUILD)/tests/test_serve_api: app/serve_api.c app/serve_sched.c app/serve_json.c app/serve.h
 

@@ -17,11 +17,16 @@
 # on a machine with npm; carry it along), llama.cpp's CUDA build runs the
 # same file with the same placement (-ngl, --n-cpu-moe) and the table gives
 # brigade/llama.cpp ratios.
-# Writes $OUT/gpu-check.md (and logs beside it); exits 1 if a check failed.
+# With build-gpu/prebuilt.tar.xz present (scripts/gpu-pack.sh builds and
+# packs everything below where the -dev packages are), nothing is compiled
+# here. Writes $OUT/gpu-check.md as it goes (and its log beside it); exits
+# 1 if a check failed. Every GPU command has a time limit, and parts past
+# DEADLINE seconds are skipped and say so, so the report always comes back.
 #
 #   OUT=/tmp/out sh scripts/gpu-check.sh
-# WORK=dir for the models (disk: ~25 GB); LIMIT=seconds after which slice
-# types are skipped (450); SKIP_FULL=1 leaves out the full model.
+# WORK=dir for the models (disk: ~35 GB); LIMIT=seconds after which slice
+# types are not started (440); DEADLINE=seconds after which the benches
+# left are skipped (380); SKIP_FULL=1 leaves out the full model.
 # EMU=1 is a dry run of the script itself on a machine without a GPU: the
 # program on the CUDA emulation (make build/brigade-emu), three weight
 # types, and the tiny qwen35moe model standing in for the full one, so every
@@ -30,7 +35,8 @@ set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$(pwd)/build-gpu/check}
 WORK=${WORK:-/tmp/brigade-gpu-check}
-LIMIT=${LIMIT:-450}   # seconds; the slice's types stop being started after this
+DEADLINE=${DEADLINE:-380} # seconds; the benches left are skipped after this
+LIMIT=${LIMIT:-440}   # seconds; the slice's types stop being started after this
 BOUND=${BOUND:-1e-4}
 mkdir -p "$OUT" "$WORK"
 MD="$OUT/gpu-check.md"
@@ -58,26 +64,63 @@ fi
 # ------------------------------------------------------------------ build
 t0=$(date +%s)
 mkdir -p build-gpu
-if [ -n "${EMU:-}" ]; then
-    make -j"$J" build/brigade-emu build/tests/emu_cuda_ops >>"$LOG" 2>&1 || {
+B="" LLAMA="" MEMBW=""
+LLAMA_NOTE="not run: no build-gpu/llama-cuda.tar.xz (make it with scripts/gpu-oracle.sh)"
+# a program of the pack runs with the pack's libraries (and the machine's
+# cuBLAS, for llama.cpp's CUDA build): a wrapper each, so nothing else here
+# (nvidia-smi, python3) loads them
+wrap() { # name binary
+    printf '#!/bin/sh\nexport LD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"\nexec "%s" "$@"\n' \
+        "$LIBS" "$2" > "$WORK/run/$1" && chmod +x "$WORK/run/$1" && echo "$WORK/run/$1"
+}
+if [ -z "${EMU:-}" ] && [ -f build-gpu/prebuilt.tar.xz ]; then
+    rm -rf "$WORK/pack" "$WORK/run" && mkdir -p "$WORK/run" && tar -C "$WORK" -xJf build-gpu/prebuilt.tar.xz
+    P=$WORK/pack
+    CUBLAS=$(timeout 30 find /usr/local /opt /usr/lib/x86_64-linux-gnu -name 'libcublas.so.13' 2>/dev/null | head -n 1)
+    LIBS="$P/lib${CUBLAS:+:$(dirname "$CUBLAS")}"
+    if [ "$(cat "$P/ARCH")" = "$CAP" ] && "$(wrap brigade "$P/bin/brigade")" --version >>"$LOG" 2>&1; then
+        B=$(wrap brigade "$P/bin/brigade") OPS_BIN=$(wrap test_cuda_ops "$P/bin/test_cuda_ops")
+        SESSION_BIN=$(wrap gpu_session "$P/bin/gpu_session") NMSE=$P/bin/logits_nmse MEMBW=$P/bin/membw
+        HOW="prebuilt by scripts/gpu-pack.sh for sm_$(cat "$P/ARCH") at $(tr '\n' ' ' < "$P/COMMIT")"
+        if [ -f build-gpu/llama-cuda.tar.xz ] && [ -x "$P/bin/oracle_bench_cuda" ]; then
+            # the pack's bench looks for the CPU backends in /tmp/brigade-llama
+            rm -rf /tmp/brigade-llama && mkdir -p /tmp/brigade-llama &&
+                tar -C /tmp/brigade-llama -xJf build-gpu/llama-cuda.tar.xz &&
+                LLAMA=$(wrap oracle_bench_cuda "$P/bin/oracle_bench_cuda") &&
+                LLAMA_NOTE="llama.cpp 0.5.0 CUDA build (npm node-llama-cpp 3.22.1), device code for sm_$(cat /tmp/brigade-llama/llama-cuda/ARCH)${CUBLAS:+, cuBLAS $CUBLAS}"
+        fi
+    else
+        note "the prebuilt pack does not run here (sm_$(cat "$P/ARCH"), this card sm_$CAP; see the log): building"
+    fi
+fi
+if [ -n "$B" ]; then
+    :
+elif [ -n "${EMU:-}" ]; then
+    make -j"$J" build/brigade-emu build/tests/emu_cuda_ops build/tests/emu_gpu_session >>"$LOG" 2>&1 || {
         tail -n 40 "$LOG"; echo "gpu-check: build failed" >&2; exit 1; }
-    B=build/brigade-emu OPS_BIN=build/tests/emu_cuda_ops
+    B=build/brigade-emu OPS_BIN=build/tests/emu_cuda_ops SESSION_BIN=build/tests/emu_gpu_session
+    HOW="make build/brigade-emu (the CUDA emulation)"
 else
-    if ! make -j"$J" CUDA=1 BUILD=build-gpu CUDA_ARCHS="$CAP" all >>"$LOG" 2>&1; then
+    if ! make -j"$J" CUDA=1 BUILD=build-gpu CUDA_ARCHS="$CAP" all build-gpu/tests/test_cuda_ops \
+            build-gpu/tests/gpu_session >>"$LOG" 2>&1; then
         tail -n 40 "$LOG"; echo "gpu-check: build failed" >&2; exit 1
     fi
-    make -j"$J" CUDA=1 BUILD=build-gpu CUDA_ARCHS="$CAP" build-gpu/tests/test_cuda_ops \
-        build-gpu/tests/test_gpu_mock >>"$LOG" 2>&1 || { echo "gpu-check: test build failed" >&2; exit 1; }
-    B=build-gpu/brigade OPS_BIN=build-gpu/tests/test_cuda_ops
+    B=build-gpu/brigade OPS_BIN=build-gpu/tests/test_cuda_ops SESSION_BIN=build-gpu/tests/gpu_session
+    HOW="make CUDA=1 CUDA_ARCHS=$CAP"
+fi
+if [ -z "${NMSE:-}" ]; then
+    cc -std=c11 -O2 -o build-gpu/logits_nmse scripts/logits_nmse.c -lm || exit 1
+    NMSE=build-gpu/logits_nmse
+fi
+if [ -z "$MEMBW" ] && [ -z "${EMU:-}" ] &&
+    ${NVCC:-/usr/local/cuda/bin/nvcc} -O2 -o build-gpu/membw scripts/membw.cu >>"$LOG" 2>&1; then
+    MEMBW=build-gpu/membw
 fi
 BUILD_S=$(($(date +%s) - t0))
-cc -std=c11 -O2 -o build-gpu/logits_nmse scripts/logits_nmse.c -lm || exit 1
-NMSE=build-gpu/logits_nmse
 
-# llama.cpp's CUDA build, when carried here (scripts/gpu-oracle.sh)
-LLAMA=""
-LLAMA_NOTE="not run: no build-gpu/llama-cuda.tar.xz (make it with scripts/gpu-oracle.sh)"
-if [ -f build-gpu/llama-cuda.tar.xz ]; then
+# llama.cpp's CUDA build, when carried here (scripts/gpu-oracle.sh) and not
+# in the pack: its bench compiled here
+if [ -z "$LLAMA" ] && [ -z "${EMU:-}" ] && [ -f build-gpu/llama-cuda.tar.xz ]; then
     mkdir -p "$WORK/llama" && tar -C "$WORK/llama" -xJf build-gpu/llama-cuda.tar.xz
     L=$WORK/llama/llama-cuda
     if cc -std=c11 -O2 -D_DEFAULT_SOURCE -I"$L/include" -Itests -DORACLE_LIB_DIR="\"$L/lib\"" \
@@ -102,14 +145,42 @@ export CUDA_CACHE_PATH="$WORK/cuda-cache" CUDA_CACHE_MAXSIZE=4294967296
         "$(grep -m 1 -o -w 'avx512f' /proc/cpuinfo || echo 'no avx512f')," \
         "$(grep -m 1 -o -w 'amx_tile' /proc/cpuinfo || echo 'no amx')"
     echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (modified)')"
-    echo "- build: make CUDA=1 CUDA_ARCHS=$CAP in ${BUILD_S} s"
+    echo "- build: $HOW, ready in ${BUILD_S} s"
+    echo "- disk for the models ($WORK): $(df -Ph "$WORK" | awk 'NR == 2 { print $4 " free of " $2 }')"
     echo
 } > "$MD"
+
+# ------------------------------- the full model, written in the background
+# synth --fast writes the 21 GB file while the checks below run; then, with
+# llama.cpp carried, one short llama.cpp run on it makes the driver compile
+# the release's PTX for this card (kept in CUDA_CACHE_PATH) before its
+# benches are timed.
+FULL="$WORK/qwen3.6-35b-a3b-q4_k_m.gguf"
+SYNTH_PID=""
+if [ -z "${SKIP_FULL:-}" ]; then
+    (
+        t0=$(date +%s)
+        if [ -n "${EMU:-}" ]; then # the tiny model stands in
+            "$B" synth "$FULL" --preset tiny-qwen35moe --type q4_k --fast
+        else
+            "$B" synth "$FULL" --preset qwen3.6-35b-a3b --mix Q4_K_M --fast
+        fi > "$WORK/synth.log" 2>&1
+        echo $? > "$WORK/synth.rc"
+        echo $(($(date +%s) - t0)) > "$WORK/synth.s"
+        if [ -n "$LLAMA" ] && [ "$(cat "$WORK/synth.rc")" = 0 ]; then
+            t0=$(date +%s)
+            timeout 300 "$LLAMA" "$FULL" -p 64 -n 4 -r 1 -ngl 99 > "$WORK/llama-warmup.log" 2>&1
+            echo "llama.cpp warm-up (PTX compiled for this card): rc $?, $(($(date +%s) - t0)) s" \
+                >> "$WORK/llama-warmup.log"
+        fi
+    ) &
+    SYNTH_PID=$!
+fi
 
 # ------------------------------------------------ each kernel, then parity
 # test_cuda_ops compares every device operation with the host reference on
 # the same inputs: a parity failure below can be traced to one kernel.
-OPS=$("$OPS_BIN" 2>&1); ops_rc=$?
+OPS=$(timeout 300 "$OPS_BIN" 2>&1); ops_rc=$?
 echo "$OPS" >> "$LOG"
 {
     echo "## Kernels against the host reference (tests/test_cuda_ops)"
@@ -123,13 +194,29 @@ if ! { [ $ops_rc -eq 0 ] && echo "$OPS" | grep -q ' [1-9][0-9]* passed, 0 failed
     failed=1
     # whether the failures are the tensor-core kernels' (prefill's integer
     # products): the same checks with them off
-    OPS0=$(BRIGADE_CUDA_MMA=0 "$OPS_BIN" 2>&1)
+    OPS0=$(BRIGADE_CUDA_MMA=0 timeout 300 "$OPS_BIN" 2>&1)
     echo "$OPS0" >> "$LOG"
     {
         echo "With BRIGADE_CUDA_MMA=0 (no tensor cores): $(echo "$OPS0" | tail -n 1)"
         echo
     } >> "$MD"
 fi
+note "kernels done at $(elapsed) s"
+
+# whole sessions on the device against the CPU's logits (test_gpu_mock's
+# device test: splits, cache types, long decode, graph replays)
+SES=$(timeout 300 "$SESSION_BIN" 2>&1); ses_rc=$?
+echo "$SES" >> "$LOG"
+{
+    echo "## Whole sessions on the device against the CPU (tests/test_gpu_mock.c, BG_TEST_DEVICE)"
+    echo
+    echo '```'
+    echo "$SES" | grep -v '^ok ' | tail -n 30
+    echo '```'
+    echo
+} >> "$MD"
+[ $ses_rc -eq 0 ] && echo "$SES" | grep -q ' [1-9][0-9]* passed, 0 failed' || failed=1
+note "sessions done at $(elapsed) s"
 
 # ----------------------------------------------------------------- parity
 # GPU against CPU logits for one model: prefill (-ub 512) and decode
@@ -144,21 +231,21 @@ seq 1 24 | awk '{ printf "%d ", ($1 * 7919) % 251 + 3 } END { print "" }' > "$WO
 parity() {
     m=$1 name=$2 ctk=$3 ctv=$4 flags=$5
     for ub in 512 1; do
-        "$B" eval -m "$m" --tokens "$WORK/tokens.txt" --logits-out "$WORK/cpu$ub.bin" -ub $ub \
+        timeout 120 "$B" eval -m "$m" --tokens "$WORK/tokens.txt" --logits-out "$WORK/cpu$ub.bin" -ub $ub \
             -ctk "$ctk" -ctv "$ctv" -c 64 >>"$LOG" 2>&1 || { note "cpu eval failed: $name"; }
     done
     spread=$($NMSE "$WORK/cpu512.bin" "$WORK/cpu1.bin")
     bound=$(awk -v b="$BOUND" -v s="$spread" 'BEGIN { x = 2 * s + 1e-5; printf "%.3g", (x > b ? x : b) }')
     for ub in 512 1; do
         # shellcheck disable=SC2086
-        if "$B" eval -m "$m" --tokens "$WORK/tokens.txt" --logits-out "$WORK/gpu.bin" -ub $ub \
+        if timeout 120 "$B" eval -m "$m" --tokens "$WORK/tokens.txt" --logits-out "$WORK/gpu.bin" -ub $ub \
             -ctk "$ctk" -ctv "$ctv" -c 64 $flags >>"$LOG" 2>&1; then
             e=$($NMSE "$WORK/gpu.bin" "$WORK/cpu$ub.bin" "$bound"); rc=$?
         else
             # again with each launch waited for (BRIGADE_CUDA_DEBUG): the
             # error then names the kernel that faulted
             # shellcheck disable=SC2086
-            why=$(BRIGADE_CUDA_DEBUG=1 "$B" eval -m "$m" --tokens "$WORK/tokens.txt" \
+            why=$(BRIGADE_CUDA_DEBUG=1 timeout 120 "$B" eval -m "$m" --tokens "$WORK/tokens.txt" \
                 --logits-out "$WORK/gpu.bin" -ub $ub -ctk "$ctk" -ctv "$ctv" -c 64 $flags 2>&1 |
                 tee -a "$LOG" | grep -v '^ *$' | tail -n 1 | cut -c1-200 | tr '|' '/')
             e="error: ${why:-see the log}"; rc=1
@@ -193,15 +280,13 @@ done
 note "parity (tiny) done at $(elapsed) s"
 
 # ------------------------------------------- full model: memory and speed
-FULL="$WORK/qwen3.6-35b-a3b-q4_k_m.gguf"
 if [ -z "${SKIP_FULL:-}" ]; then
-t0=$(date +%s)
-if [ -n "${EMU:-}" ]; then # the tiny model stands in
-    "$B" synth "$FULL" --preset tiny-qwen35moe --type q4_k --fast >>"$LOG" 2>&1
-else
-    "$B" synth "$FULL" --preset qwen3.6-35b-a3b --mix Q4_K_M --fast >>"$LOG" 2>&1
-fi || { note "synth of the full model failed"; failed=1; }
-SYNTH_S=$(($(date +%s) - t0))
+note "waiting for the full model's synth at $(elapsed) s"
+wait "$SYNTH_PID"
+[ "$(cat "$WORK/synth.rc" 2>/dev/null)" = 0 ] || {
+    note "synth of the full model failed: $(tail -n 3 "$WORK/synth.log")"; failed=1; }
+SYNTH_S=$(cat "$WORK/synth.s" 2>/dev/null)
+cat "$WORK/synth.log" "$WORK/llama-warmup.log" >> "$LOG" 2>/dev/null
 {
     echo
     echo "## Qwen3.6-35B-A3B Q4_K_M (synthetic, $(du -h "$FULL" 2>/dev/null | cut -f1), written by synth --fast in ${SYNTH_S} s)"
@@ -228,7 +313,7 @@ memory_rows() {
     echo
     echo "| run | split | planned GiB | measured GiB | runtime GiB | diff |"
     echo "| --- | --- | ---: | ---: | ---: | --- |"
-} > "$WORK/memory.md"
+} > "$OUT/memory.md"
 
 # brigade's t/s from its bench table, as "label|test|t/s" lines
 brigade_rows() {
@@ -238,30 +323,36 @@ brigade_rows() {
 # llama.cpp on the same file and placement
 llama_bench() { # label ngl n_cpu_moe
     [ -n "$LLAMA" ] || return 0
+    [ "$(elapsed)" -le "$DEADLINE" ] || { echo "$1|pp$PP|skipped" >> "$OUT/llama.txt"; return 0; }
     note "llama.cpp $1 (-ngl $2 --n-cpu-moe $3) at $(elapsed) s"
     if timeout 300 "$LLAMA" "$FULL" -p "$PP" -n "$TG" -r 2 -ngl "$2" --n-cpu-moe "$3" \
         > "$WORK/l.out" 2>> "$LOG"; then
         awk -v label="$1" '$1 == "llama.cpp" { n[$2]++; s[$2] += $3 }
             END { for (t in s) printf "%s|%s|%.2f\n", label, t, s[t] / n[t] }' \
-            "$WORK/l.out" >> "$WORK/llama.txt"
+            "$WORK/l.out" >> "$OUT/llama.txt"
     else
-        echo "$1|pp$PP|failed" >> "$WORK/llama.txt"
+        echo "$1|pp$PP|failed" >> "$OUT/llama.txt"
     fi
 }
 bench() {
     label=$1; shift
-    note "bench $label at $(elapsed) s"
-    echo "### $label" >> "$WORK/bench.md"
-    echo >> "$WORK/bench.md"
-    if timeout 240 "$B" bench -m "$FULL" -r 2 "$@" > "$WORK/b.md" 2> "$WORK/b.err"; then
-        cat "$WORK/b.md" >> "$WORK/bench.md"
-        brigade_rows "$label" "$WORK/b.md" >> "$WORK/brigade.txt"
-    else
-        echo "failed: $(tail -n 3 "$WORK/b.err")" >> "$WORK/bench.md"; failed=1
+    echo "### $label" >> "$OUT/bench.md"
+    echo >> "$OUT/bench.md"
+    if [ "$(elapsed)" -gt "$DEADLINE" ]; then
+        echo "skipped: past ${DEADLINE} s" >> "$OUT/bench.md"; echo >> "$OUT/bench.md"
+        note "bench $label skipped at $(elapsed) s"
+        return
     fi
-    echo >> "$WORK/bench.md"
+    note "bench $label at $(elapsed) s"
+    if timeout 240 "$B" bench -m "$FULL" -r 2 "$@" > "$WORK/b.md" 2> "$WORK/b.err"; then
+        cat "$WORK/b.md" >> "$OUT/bench.md"
+        brigade_rows "$label" "$WORK/b.md" >> "$OUT/brigade.txt"
+    else
+        echo "failed: $(tail -n 3 "$WORK/b.err")" >> "$OUT/bench.md"; failed=1
+    fi
+    echo >> "$OUT/bench.md"
     cat "$WORK/b.err" >> "$LOG"
-    memory_rows "$WORK/b.err" "$label" >> "$WORK/memory.md"
+    memory_rows "$WORK/b.err" "$label" >> "$OUT/memory.md"
     # the placement brigade ran, for llama.cpp's run beside it
     PLACED=$(grep '^gpu: ' "$WORK/b.err" | head -n 1 |
         sed -n 's/.*: \([0-9]*\) layers on the GPU, routed experts of \([0-9]*\) on.*/\1 \2/p')
@@ -269,7 +360,7 @@ bench() {
     [ -n "${KERNELS:-}" ] || KERNELS=$(grep '^gpu: ' "$WORK/b.err" |
         sed -n "s/.*a decode step's graph: \([0-9]*\) kernels.*/\1/p" | tail -n 1)
 }
-: > "$WORK/bench.md"; : > "$WORK/brigade.txt"; : > "$WORK/llama.txt"
+: > "$OUT/bench.md"; : > "$OUT/brigade.txt"; : > "$OUT/llama.txt"
 for budget in "" 24G 16G; do
     if [ -z "$budget" ]; then
         label="all on the GPU (-ngl 99)"
@@ -284,6 +375,7 @@ for budget in "" 24G 16G; do
     ngl=$1; [ "$1" -ge 40 ] && ngl=99
     llama_bench "$label" "$ngl" "$2"
 done
+bench "parallel sequences (-ngl 99)" -p 0 -n "$TG" -np 1,4,16 -ngl 99
 # the same decode without programmatic dependent launch, for its effect
 export BRIGADE_CUDA_PDL=0
 bench "all on the GPU, PDL off (-ngl 99)" -p 0 -n "$TG" -ngl 99
@@ -292,7 +384,6 @@ unset BRIGADE_CUDA_PDL
 export BRIGADE_CUDA_MMA=0
 bench "all on the GPU, tensor cores off (-ngl 99)" -p "$PP" -n 0 -ngl 99
 unset BRIGADE_CUDA_MMA
-bench "parallel sequences (-ngl 99)" -p 0 -n "$TG" -np 1,4,16 -ngl 99
 bench "CPU only, for reference" -p "$PP" -n 32 -r 1
 {
     echo "### brigade / llama.cpp, same file and placement"
@@ -305,9 +396,9 @@ bench "CPU only, for reference" -p "$PP" -n 32 -r 1
         {   k = $1 "|" $2; lv = (k in l) ? l[k] : "-";
             r = (lv + 0 > 0) ? sprintf("%.3f", $3 / lv) : "-";
             printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, lv, r }' \
-        "$WORK/llama.txt" "$WORK/brigade.txt"
+        "$OUT/llama.txt" "$OUT/brigade.txt"
     echo
-} >> "$WORK/bench.md"
+} >> "$OUT/bench.md"
 # Decode against the weight-bandwidth limit: the weight bytes one decode
 # token reads with every layer on the GPU (every tensor but the routed
 # experts and the embeddings, one row of which comes from host memory;
@@ -326,23 +417,20 @@ e, k = float(sys.argv[1]), float(sys.argv[2])
 print(int(sum(v for n, v in w.items() if n not in ("routed_experts", "token_embd"))
           + w["routed_experts"] * k / e))' "${n_exp:-1}" "${n_used:-1}" 2>>"$LOG")
     BW=""
-    if [ -z "${EMU:-}" ] && ${NVCC:-/usr/local/cuda/bin/nvcc} -O2 -o build-gpu/membw \
-        scripts/membw.cu >>"$LOG" 2>&1; then
-        BW=$(build-gpu/membw 2>>"$LOG")
-    fi
+    [ -n "$MEMBW" ] && BW=$(timeout 60 "$MEMBW" 2>>"$LOG")
     echo "Weight bytes per decode token: ${PER_TOK:-?} (experts: $n_used of $n_exp);" \
         "copy bandwidth: ${BW:-not measured} GB/s; kernels a decode step's graph" \
         "replays: ${KERNELS:-?}."
     echo
     echo "| placement | test | t/s | weight GB/s | share of the copy bandwidth |"
     echo "| --- | --- | ---: | ---: | ---: |"
-    grep '^all on the GPU' "$WORK/brigade.txt" | grep '|tg' |
+    grep '^all on the GPU' "$OUT/brigade.txt" | grep '|tg' |
         awk -F'|' -v b="${PER_TOK:-0}" -v bw="${BW:-0}" '{
             gbs = $3 * b / 1e9
             share = (bw > 0) ? sprintf("%.1f%%", gbs / bw * 100) : "-"
             printf "| %s | %s | %s | %.1f | %s |\n", $1, $2, $3, gbs, share }'
     echo
-} >> "$WORK/bench.md"
+} >> "$OUT/bench.md"
 # Where a decode step's time goes, kernel by kernel, when Nsight Systems
 # is on the machine (for the next round of work; no check depends on it).
 {
@@ -351,9 +439,11 @@ print(int(sum(v for n, v in w.items() if n not in ("routed_experts", "token_embd
     NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys 2>/dev/null || true)
     if [ -n "${EMU:-}" ] || [ -z "$NSYS" ]; then
         echo "not run: no nsys on this machine"
-    elif timeout 180 "$NSYS" profile -o "$WORK/decode" --force-overwrite true \
+    elif [ "$(elapsed)" -gt "$DEADLINE" ]; then
+        echo "skipped: past ${DEADLINE} s"
+    elif timeout 60 "$NSYS" profile -o "$WORK/decode" --force-overwrite true \
             --trace cuda "$B" bench -m "$FULL" -p 0 -n 32 -r 1 -ngl 99 >>"$LOG" 2>&1 &&
-        timeout 120 "$NSYS" stats --report cuda_gpu_kern_sum --format csv \
+        timeout 30 "$NSYS" stats --report cuda_gpu_kern_sum --format csv \
             --output "$WORK/kern" "$WORK/decode.nsys-rep" >>"$LOG" 2>&1; then
         echo '```'
         head -n 25 "$WORK"/kern*cuda_gpu_kern_sum*.csv 2>/dev/null | cut -c 1-200
@@ -362,14 +452,15 @@ print(int(sum(v for n, v in w.items() if n not in ("routed_experts", "token_embd
         echo "nsys failed (see gpu-check.log)"
     fi
     echo
-} >> "$WORK/bench.md"
-cat "$WORK/memory.md" >> "$MD"
-grep -q 'FAIL |$' "$WORK/memory.md" && failed=1
-[ "$(grep -c '^| ' "$WORK/memory.md")" -gt 2 ] || { echo "no GPU memory report" >> "$MD"; failed=1; }
+} >> "$OUT/bench.md"
+cat "$OUT/memory.md" >> "$MD"
+grep -q 'FAIL |$' "$OUT/memory.md" && failed=1
+[ "$(grep -c '^| ' "$OUT/memory.md")" -gt 2 ] || { echo "no GPU memory report" >> "$MD"; failed=1; }
 echo >> "$MD"
-cat "$WORK/bench.md" >> "$MD"
+cat "$OUT/bench.md" >> "$MD"
 rm -f "$FULL"
 fi
+
 
 # ------------------------------------ the 4-layer slice in every type
 {
@@ -378,7 +469,9 @@ fi
     echo "| model | KV | GPU flags | mode | NMSE | CPU spread | bound | result |"
     echo "| --- | --- | --- | --- | ---: | ---: | ---: | --- |"
 } >> "$MD"
-for t in q4_k_m $TYPES; do
+# the quantized types first: the float slices are 6-13 GB files
+for t in q4_k_m $(echo "$TYPES" | tr ' ' '\n' | grep -v '^f32$\|^f16$\|^bf16$') \
+         $(echo "$TYPES" | tr ' ' '\n' | grep '^f32$\|^f16$\|^bf16$' | sort -r); do
     if [ "$(elapsed)" -gt "$LIMIT" ]; then
         echo "| slice $t | | | | skipped: past ${LIMIT} s | | | |" >> "$MD"
         continue
@@ -392,6 +485,8 @@ for t in q4_k_m $TYPES; do
     fi
     rm -f "$m"
 done
+
+note "slices done at $(elapsed) s"
 
 echo >> "$MD"
 echo "Total: $(elapsed) s; $([ $failed -eq 0 ] && echo 'all checks passed' || echo 'SOME CHECKS FAILED')." >> "$MD"
