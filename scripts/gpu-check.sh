@@ -12,7 +12,7 @@
 # of the card's copy bandwidth (scripts/membw.cu), and without
 # programmatic dependent launch (BRIGADE_CUDA_PDL=0) beside it, and
 # prefill without the int8 tensor cores (BRIGADE_CUDA_MMA=0); where
-# nsys is installed, the decode step's kernels by GPU time.
+# Nsight Compute is installed, the decode step's kernels by GPU time.
 # With build-gpu/llama-cuda.tar.xz present (scripts/gpu-oracle.sh writes it
 # on a machine with npm; carry it along), llama.cpp's CUDA build runs the
 # same file with the same placement (-ngl, --n-cpu-moe) and the table gives
@@ -431,25 +431,42 @@ print(int(sum(v for n, v in w.items() if n not in ("routed_experts", "token_embd
             printf "| %s | %s | %s | %.1f | %s |\n", $1, $2, $3, gbs, share }'
     echo
 } >> "$OUT/bench.md"
-# Where a decode step's time goes, kernel by kernel, when Nsight Systems
-# is on the machine (for the next round of work; no check depends on it).
+# Where a decode step's time goes, kernel by kernel, when Nsight Compute
+# is on the machine (for the next round of work; no check depends on it):
+# each kernel of two decode steps timed alone (ncu replays it), summed by
+# kernel over the whole run.
 {
-    echo "### Decode kernels by GPU time (nsys, tg32 all on the GPU)"
+    echo "### Decode kernels by GPU time (ncu, tg2 all on the GPU, each kernel timed alone)"
     echo
-    NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys 2>/dev/null || true)
-    if [ -n "${EMU:-}" ] || [ -z "$NSYS" ]; then
-        echo "not run: no nsys on this machine"
+    NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
+    if [ -n "${EMU:-}" ] || [ -z "$NCU" ]; then
+        echo "not run: no ncu on this machine"
     elif [ "$(elapsed)" -gt "$DEADLINE" ]; then
         echo "skipped: past ${DEADLINE} s"
-    elif timeout 60 "$NSYS" profile -o "$WORK/decode" --force-overwrite true \
-            --trace cuda "$B" bench -m "$FULL" -p 0 -n 32 -r 1 -ngl 99 >>"$LOG" 2>&1 &&
-        timeout 30 "$NSYS" stats --report cuda_gpu_kern_sum --format csv \
-            --output "$WORK/kern" "$WORK/decode.nsys-rep" >>"$LOG" 2>&1; then
+    elif timeout 90 "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv \
+            --print-units base "$B" bench -m "$FULL" -p 0 -n 2 -r 1 -ngl 99 \
+            > "$WORK/ncu.csv" 2>>"$LOG"; then
         echo '```'
-        head -n 25 "$WORK"/kern*cuda_gpu_kern_sum*.csv 2>/dev/null | cut -c 1-200
+        python3 - "$WORK/ncu.csv" <<'PY'
+import collections, csv, sys
+rows, head, agg = csv.reader(open(sys.argv[1])), None, collections.defaultdict(lambda: [0, 0.0, ""])
+for r in rows:
+    if r and r[0] == "ID":
+        head = r
+    elif head and len(r) == len(head):
+        d = dict(zip(head, r))
+        a = agg[d["Kernel Name"].split("(")[0][:48]]
+        a[0] += 1; a[1] += float(d["Metric Value"].replace(",", "")) / 1e3
+        a[2] = d["Grid Size"] + " x " + d["Block Size"]
+total = sum(a[1] for a in agg.values())
+print("%10s %6s %9s %6s  %-48s %s" % ("us", "calls", "us/call", "share", "kernel", "grid x block"))
+for k, a in sorted(agg.items(), key=lambda kv: -kv[1][1])[:16]:
+    print("%10.1f %6d %9.2f %5.1f%%  %-48s %s" % (a[1], a[0], a[1] / a[0], 100 * a[1] / total, k, a[2]))
+print("%10.1f us in all, %d kernels" % (total, sum(a[0] for a in agg.values())))
+PY
         echo '```'
     else
-        echo "nsys failed (see gpu-check.log)"
+        echo "ncu failed (see gpu-check.log)"
     fi
     echo
 } >> "$OUT/bench.md"

@@ -402,6 +402,44 @@ static void attentions(void)
         }
 }
 
+/* NMSE of the rows a step stored in a cache (n_tok tokens at seqs/poss,
+ * rows of row_bytes of the type, seq_bytes a sequence), device against
+ * reference, each decoded to floats: a wrong code, scale or place shows
+ * here before attention's softmax blurs it. */
+static double compare_cache_rows(uint64_t cache, uint32_t type, uint64_t row_bytes,
+                                 uint64_t seq_bytes, uint64_t row_elems, const uint32_t *seqs,
+                                 const uint32_t *poss, uint32_t n_tok)
+{
+    uint8_t *d = malloc(row_bytes);
+    float *fd = malloc(row_elems * sizeof *fd), *fr = malloc(row_elems * sizeof *fr);
+    double num = 0, den = 0;
+    int shown = 0;
+    const bg_quant_ops *ops = bg_quant_ops_get((bg_type)type);
+    for (uint32_t t = 0; t < n_tok && d && fd && fr; t++) {
+        const uint64_t off = cache + seqs[t] * seq_bytes + poss[t] * row_bytes;
+        if (dev->download(dg, d, dbase + off, row_bytes)) {
+            num = INFINITY;
+            break;
+        }
+        ops->dequantize(d, fd, (int64_t)row_elems);
+        ops->dequantize(R(off), fr, (int64_t)row_elems);
+        for (uint64_t e = 0; e < row_elems; e++) {
+            const double diff = (double)fd[e] - fr[e];
+            /* the first value off by more than a rounding: where to look */
+            if (fabs(diff) > 1e-3 * fabs(fr[e]) + 1e-6 && !shown++)
+                fprintf(stderr, "  %s row of token %u (seq %u pos %u), element %llu: device %g, "
+                        "reference %g\n", brigade_type_name(type), t, seqs[t], poss[t],
+                        (unsigned long long)e, fd[e], fr[e]);
+            num += diff * diff;
+            den += (double)fr[e] * fr[e];
+        }
+    }
+    free(d);
+    free(fd);
+    free(fr);
+    return den > 0 ? num / den : num;
+}
+
 /* A decode step over long caches, where gpu.h's split applies: caches
  * filled with random rows (sequence 0 up to position 2099, sequence 1 up
  * to 126), then four tokens: sequence 0 at 2100 (16 ranges of 132),
@@ -460,6 +498,17 @@ static void attention_long(void)
             mock.attention(rg, &a, R(q), R(kv), R(gate), R(att), R(qn), R(kn), R(kc), R(vc),
                            R(ts), R(tp), NULL, r_split);
             double e = rc ? INFINITY : compare_floats(att, a.n_tok * a.a_width);
+            /* the new rows as stored: the device's rope (cosf, sinf) may
+             * differ from the host's in a last bit, which can tip one
+             * rounding of a row; a wrong row is NMSE ~1 */
+            const double ek = compare_cache_rows(kc, a.type_k, a.k_row_bytes, a.k_seq_bytes,
+                                                 (uint64_t)Hkv * Dh, seq, pos, a.n_tok);
+            const double ev = compare_cache_rows(vc, a.type_v, a.v_row_bytes, a.v_seq_bytes,
+                                                 (uint64_t)Hkv * Dh, seq, pos, a.n_tok);
+            CHECK(ek <= 1e-6 && ev <= 1e-6,
+                  "attention over 2101 positions %s/%s, %s%s: new rows stored, NMSE K %.3g V %.3g",
+                  brigade_type_name(a.type_k), brigade_type_name(a.type_v),
+                  with_split ? "split" : "one range", single ? ", a token a sequence" : "", ek, ev);
             /* as attentions(); the merge adds exp's last bit per range */
             const double bound = a.type_v == BG_TYPE_F16 ? 1e-8 : 1e-10;
             CHECK(e <= bound, "attention over 2101 positions %s/%s, %s%s: NMSE %.3g%s%s",
@@ -681,8 +730,22 @@ static void moes(void)
         }
 }
 
-int main(void)
+/* Whether the group of checks named is to run: all, or those named on the
+ * command line (e.g. test_cuda_ops attentions attention_long, under a
+ * slow tool such as compute-sanitizer). */
+static int only_argc;
+static char **only_argv;
+static bool wanted(const char *group)
 {
+    for (int i = 1; i < only_argc; i++)
+        if (!strcmp(only_argv[i], group))
+            return true;
+    return only_argc < 2;
+}
+
+int main(int argc, char **argv)
+{
+    only_argc = argc, only_argv = argv;
 #ifdef BG_TEST_SELF /* the harness against itself, to check the test code */
     dev = &mock;
 #else
@@ -722,19 +785,23 @@ int main(void)
     rbase = r;
     /* products in the float path, then (scratch given) Q4_K, Q6_K and Q8_0
      * in the integer path */
-    matmuls();
-    multis();
-    moes();
+#define GROUP(f) \
+    if (wanted(#f)) \
+        f()
+    GROUP(matmuls);
+    GROUP(multis);
+    GROUP(moes);
     const uint64_t scratch_bytes = 8u << 20, scratch = take(scratch_bytes);
     dev->set_scratch(dg, D(scratch), scratch_bytes);
-    matmuls();
-    multis();
-    moes();
-    small_ops();
-    mixer_ends();
-    attentions();
-    attention_long();
-    deltanets();
+    GROUP(matmuls);
+    GROUP(multis);
+    GROUP(moes);
+    GROUP(small_ops);
+    GROUP(mixer_ends);
+    GROUP(attentions);
+    GROUP(attention_long);
+    GROUP(deltanets);
+#undef GROUP
     dev->destroy(dg);
     mock.destroy(rg);
     return check_summary("test_cuda_ops");

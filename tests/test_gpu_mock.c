@@ -452,7 +452,14 @@ static void compare(const char *dir, const char *preset, uint32_t type, double b
         }
         free(ref);
     }
-    /* the report: the arena as laid out, what the stand-in's memory says */
+    /* the report: the arena as laid out, what the stand-in's memory says;
+     * a real card takes memory in pages of 2 MiB, so there the measured
+     * bytes are the arena's rounded up to one */
+#ifdef BG_TEST_DEVICE
+    const uint64_t page = 2u << 20;
+#else
+    const uint64_t page = 1;
+#endif
     brigade_session_options o = {.n_ctx = 64, .n_threads = 1, .n_gpu_layers = 99};
     brigade_session *s = NULL;
     CHECK(!brigade_session_new(m, &o, &s, &err), "%s", err.message);
@@ -460,7 +467,8 @@ static void compare(const char *dir, const char *preset, uint32_t type, double b
         brigade_gpu_report r;
         brigade_session_gpu(s, &r);
         CHECK(r.active && r.n_gpu_layers == brigade_model_n_layers(m) &&
-                  r.measured_bytes == r.arena_bytes && r.planned_bytes > 0 &&
+                  r.measured_bytes >= r.arena_bytes &&
+                  r.measured_bytes - r.arena_bytes < page && r.planned_bytes > 0 &&
                   r.arena_bytes >= r.weights_bytes + r.state_bytes,
               "report: active %d layers %u measured %llu arena %llu", r.active, r.n_gpu_layers,
               (unsigned long long)r.measured_bytes, (unsigned long long)r.arena_bytes);

@@ -184,48 +184,7 @@ __device__ void bg_kv_fresh(const bg_gpu_attn_args &a, const float *kv, uint32_t
     __syncthreads();
 }
 
-// One block per (token, head), head_dim threads: the query split from its
-// gate, QK-norm, rope, rotation (into attn, the attention kernel's input);
-// heads below n_head_kv also prepare and store K and V. Zeroes the split
-// ranges' counters (split_counters: NULL when nothing splits).
-__global__ void k_attn_prepare(bg_gpu_attn_args a, const float *q, const float *kv, float *gate,
-                               float *attn, const float *q_norm, const float *k_norm,
-                               uint8_t *k_cache, uint8_t *v_cache, const uint32_t *tok_seq,
-                               const uint32_t *tok_pos, int *split_counters)
-{
-    BG_KERNEL_ENTRY();
-    BG_DYNAMIC_SHARED(float, v); // [head_dim]
-    const uint32_t t = blockIdx.x, h = blockIdx.y, D = a.head_dim, j = threadIdx.x;
-    const uint32_t pos = tok_pos[t], seq = tok_seq[t];
-    if (split_counters && h < a.n_head && j == 0)
-        split_counters[t * a.n_head + h] = 0; // counted by k_attn's ranges
-    if (h < a.n_head) {
-        const float *src = q + (size_t)t * a.q_width + (size_t)(a.gated ? 2 * h : h) * D;
-        if (a.gated)
-            gate[(size_t)t * a.a_width + (size_t)h * D + j] = src[D + j];
-        bg_block_head_in(a, v, src, q_norm, pos);
-        attn[(size_t)t * a.a_width + (size_t)h * D + j] = bg_query_round(a.type_k, v[j]);
-        __syncthreads();
-    }
-    if (h >= a.n_head_kv)
-        return;
-    bg_kv_fresh(a, kv + (size_t)t * a.kv_width, h, k_norm, pos, v,
-                k_cache + seq * a.k_seq_bytes + pos * a.k_row_bytes + h * bg_head_bytes(a.type_k, D),
-                v_cache + seq * a.v_seq_bytes + pos * a.v_row_bytes + h * bg_head_bytes(a.type_v, D));
-}
-
-enum { ATT_WARPS = 4, ATT_CHUNK = 32, ATT_PER_WARP = ATT_CHUNK / ATT_WARPS };
-// A decode step of up to ATT_FRESH_TOKENS tokens, each its sequence's only
-// one, is one launch (k_attn prepares its tokens); its split ranges count
-// themselves in the backend's counters from ATT_COUNTERS_AT on (the tails
-// of matmul.cu use the first).
-enum { ATT_FRESH_TOKENS = 4, ATT_COUNTERS_AT = 16 };
-enum { ATT_MAX_PER_THREAD = 512 / (ATT_WARPS * 32) }; // head_dim <= 512
-// Shared memory for a chunk's K and V rows: 32 positions of an f16 cache
-// with heads of 256; fewer positions of larger rows.
-enum { ATT_STAGE_BYTES = 32 * 1024 };
-
-__device__ __forceinline__ float bg_round_f16(float x) { return bg_h2f(bg_f2h(x)); }
+__host__ __device__ __forceinline__ uint64_t bg_round16(uint64_t x) { return (x + 15) / 16 * 16; }
 
 // The block copies n rows of `bytes` each (src_stride apart) to dst, one
 // after another, in the widest words the addresses allow: every load is
@@ -257,6 +216,57 @@ __device__ void bg_stage_rows(uint8_t *dst, const uint8_t *src, uint64_t src_str
         }
     }
 }
+
+// One block per (token, head), head_dim threads: the query split from its
+// gate, QK-norm, rope, rotation (into attn, the attention kernel's input);
+// heads below n_head_kv also prepare K and V, coded into shared memory
+// first and then copied to the cache, as k_attn stores a decode token's
+// (coded straight into the cache, quantized rows came out wrong on an
+// H200: NMSE ~1e-2 per row, though no tool found a race or a bad access,
+// and the emulation agreed with the host). Zeroes the split ranges'
+// counters (split_counters: NULL when nothing splits).
+__global__ void k_attn_prepare(bg_gpu_attn_args a, const float *q, const float *kv, float *gate,
+                               float *attn, const float *q_norm, const float *k_norm,
+                               uint8_t *k_cache, uint8_t *v_cache, const uint32_t *tok_seq,
+                               const uint32_t *tok_pos, int *split_counters)
+{
+    BG_KERNEL_ENTRY();
+    BG_DYNAMIC_SHARED(float, v); // [head_dim], then a K row and a V row (bg_prepare_shared_bytes)
+    const uint32_t t = blockIdx.x, h = blockIdx.y, D = a.head_dim, j = threadIdx.x;
+    const uint32_t pos = tok_pos[t], seq = tok_seq[t];
+    if (split_counters && h < a.n_head && j == 0)
+        split_counters[t * a.n_head + h] = 0; // counted by k_attn's ranges
+    if (h < a.n_head) {
+        const float *src = q + (size_t)t * a.q_width + (size_t)(a.gated ? 2 * h : h) * D;
+        if (a.gated)
+            gate[(size_t)t * a.a_width + (size_t)h * D + j] = src[D + j];
+        bg_block_head_in(a, v, src, q_norm, pos);
+        attn[(size_t)t * a.a_width + (size_t)h * D + j] = bg_query_round(a.type_k, v[j]);
+        __syncthreads();
+    }
+    if (h >= a.n_head_kv)
+        return;
+    const uint64_t kh = bg_head_bytes(a.type_k, D), vh = bg_head_bytes(a.type_v, D);
+    uint8_t *kf = (uint8_t *)(v + D), *vf = kf + bg_round16(kh);
+    bg_kv_fresh(a, kv + (size_t)t * a.kv_width, h, k_norm, pos, v, kf, vf);
+    bg_stage_rows(k_cache + seq * a.k_seq_bytes + pos * a.k_row_bytes + h * kh, kf, 0,
+                  (uint32_t)kh, 1);
+    bg_stage_rows(v_cache + seq * a.v_seq_bytes + pos * a.v_row_bytes + h * vh, vf, 0,
+                  (uint32_t)vh, 1);
+}
+
+enum { ATT_WARPS = 4, ATT_CHUNK = 32, ATT_PER_WARP = ATT_CHUNK / ATT_WARPS };
+// A decode step of up to ATT_FRESH_TOKENS tokens, each its sequence's only
+// one, is one launch (k_attn prepares its tokens); its split ranges count
+// themselves in the backend's counters from ATT_COUNTERS_AT on (the tails
+// of matmul.cu use the first).
+enum { ATT_FRESH_TOKENS = 4, ATT_COUNTERS_AT = 16 };
+enum { ATT_MAX_PER_THREAD = 512 / (ATT_WARPS * 32) }; // head_dim <= 512
+// Shared memory for a chunk's K and V rows: 32 positions of an f16 cache
+// with heads of 256; fewer positions of larger rows.
+enum { ATT_STAGE_BYTES = 32 * 1024 };
+
+__device__ __forceinline__ float bg_round_f16(float x) { return bg_h2f(bg_f2h(x)); }
 
 // A warp's sum of per-lane dot products in the order of the CPU's f16 dot
 // (kernels_x86_legacy.c's bg_dot_f16_avx2): lane j holds the fused
@@ -381,8 +391,6 @@ struct bg_attn_shared {
     float *qs, *out, *sc, *ms, *vs, *m;
     uint8_t *ks, *vrows, *kf, *vf;
 };
-
-__host__ __device__ __forceinline__ uint64_t bg_round16(uint64_t x) { return (x + 15) / 16 * 16; }
 
 // k_attn's dynamic shared memory, in bg_attn_shared's order: the floats
 // (query and output of D, a chunk's scores and two steps, the running
@@ -624,7 +632,9 @@ extern "C" int bg_cuda_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *d_
                            BG_GPU_COUNTER_BYTES / sizeof(int);
     if (!fresh) {
         const uint32_t heads = a->n_head > a->n_head_kv ? a->n_head : a->n_head_kv;
-        BG_LAUNCH(dim3(a->n_tok, heads), D, D * sizeof(float), g->stream, k_attn_prepare)(
+        const size_t shmem = D * sizeof(float) + bg_round16(bg_head_bytes(a->type_k, D)) +
+                             bg_head_bytes(a->type_v, D);
+        BG_LAUNCH(dim3(a->n_tok, heads), D, shmem, g->stream, k_attn_prepare)(
             *a, d_q, d_kv, d_gate, d_attn, d_q_norm, d_k_norm, d_k_cache, d_v_cache, d_tok_seq,
             d_tok_pos, (int *)split);
         if (bg_cuda_launched(g, "attention (prepare)"))

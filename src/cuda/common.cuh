@@ -348,9 +348,12 @@ __device__ __forceinline__ void bg_block_code_after(const float *x, uint32_t n, 
 __device__ __forceinline__ bool bg_block_arrives_last(int *counter, int n)
 {
     __shared__ bool last;
-    __threadfence(); // this block's writes are visible before it is counted
     __syncthreads();
     if (threadIdx.x == 0) {
+        // the block's writes (ordered before this thread's by the barrier)
+        // visible before it is counted: one fence, as cooperative groups'
+        // grid sync does, instead of one in every warp
+        __threadfence();
         last = atomicAdd(counter, 1) == n - 1;
         if (last) {
             // every other block's count (and writes) seen before the plain

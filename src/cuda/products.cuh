@@ -581,27 +581,58 @@ __device__ __forceinline__ uint64_t bg_mma_first_row(uint32_t block)
 
 // ---------------------------------------------- the float path
 
+// Weight types with a min (x = d * q + m), whose CPU dot takes the min's
+// term from Q8_1's s rather than from the rounded activations.
+template <int T> struct bg_has_min { enum { value = T == T_Q4_1 || T == T_Q5_1 }; };
+
+// A lane's 32 activations rounded as Q8_1 codes them (x = code * f16(d)),
+// returning, for the min's term, s - sum(x): s = f16(d * sum(codes)) with d
+// unrounded, as quant.c's activations_q8_1 (the CPU's m * s then follows).
+__device__ __forceinline__ float bg_round_act_q8_1(float x[32], bool active)
+{
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 32; j++)
+        amax = fmaxf(amax, fabsf(x[j]));
+    float d;
+    bg_code_act<ACT_Q8_0>(x, active, x, &d);
+    float codes = 0.0f, sum = 0.0f; // integers: exact
+#pragma unroll
+    for (int j = 0; j < 32; j++) {
+        codes += x[j];
+        x[j] *= d;
+        sum += x[j];
+    }
+    return bg_h2f(bg_f2h((amax / 127.f) * codes)) - sum;
+}
+
 // acc[r][t] += v[r] . round(x_t[32c .. 32c+31]) for the group's tokens
 // (xr[t]: token t's row) and each of the NR weight rows; a token's
-// activations are loaded and rounded once for all NR rows.
+// activations are loaded and rounded once for all NR rows. mins[r]: row
+// r's min in this chunk, for the types with one.
 template <int T, int NR>
-__device__ __forceinline__ void bg_acc_tokens(const float v[NR][32], const float *const xr[MM_TOK],
-                                              uint64_t c, int nt, bool active,
-                                              float acc[NR][MM_TOK])
+__device__ __forceinline__ void bg_acc_tokens(const float v[NR][32], const float mins[NR],
+                                              const float *const xr[MM_TOK], uint64_t c, int nt,
+                                              bool active, float acc[NR][MM_TOK])
 {
 #pragma unroll
     for (int t = 0; t < MM_TOK; t++) {
         if (t >= nt)
             break;
-        float xv[32];
+        float xv[32], s_off = 0.0f;
         bg_load32(xr[t] + c * 32, active, xv);
-        bg_round_act<bg_act<T>::kind>(xv, active);
+        if (bg_has_min<T>::value)
+            s_off = bg_round_act_q8_1(xv, active);
+        else
+            bg_round_act<bg_act<T>::kind>(xv, active);
 #pragma unroll
         for (int r = 0; r < NR; r++) {
             float s = 0.0f;
 #pragma unroll
             for (int j = 0; j < 32; j++)
                 s += v[r][j] * xv[j];
+            if (bg_has_min<T>::value)
+                s += mins[r] * s_off;
             acc[r][t] += active ? s : 0.0f;
         }
     }
@@ -621,12 +652,17 @@ __device__ __forceinline__ void bg_rows_dot(const uint8_t *const rows[NR], uint6
     for (uint64_t c0 = 0; c0 < n_chunks; c0 += 32) {
         const uint64_t c = c0 + lane;
         const bool active = c < n_chunks;
-        float v[NR][32];
-        if (active)
+        float v[NR][32], mins[NR];
 #pragma unroll
-            for (int r = 0; r < NR; r++)
-                bg_deq32<T>(rows[r], c, v[r]);
-        bg_acc_tokens<T, NR>(v, xr, c, nt, active, acc);
+        for (int r = 0; r < NR; r++) {
+            mins[r] = 0.0f;
+            if (!active)
+                continue;
+            bg_deq32<T>(rows[r], c, v[r]);
+            if (bg_has_min<T>::value) // m follows d in the block
+                mins[r] = bg_h2f(bg_ld16(rows[r] + c * bg_fmt<T>::bytes + 2));
+        }
+        bg_acc_tokens<T, NR>(v, mins, xr, c, nt, active, acc);
     }
     bg_acc_lanes_sum<NR, MM_TOK>(acc, nt, 32);
 }

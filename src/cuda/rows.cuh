@@ -8,6 +8,8 @@
 
 #include "common.cuh"
 
+enum { ROWS_BATCH = 8 }; // loads a thread issues together in the row tails
+
 // yr = xr / sqrt(mean(xr^2) + eps) * w, as ops.c's bg_rmsnorm, by the
 // block's threads (each reads only the elements it owns before the
 // reduction, so a caller may have written them just before). Ends with
@@ -40,8 +42,24 @@ __device__ __forceinline__ void bg_block_add_rmsnorm(float *x, const float *y, f
 {
     float *xr = x + (size_t)r * n, *xnr = xn + (size_t)r * n;
     const float *yr = y + (size_t)r * n;
-    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
-        xr[i] += __ldcg(yr + i);
+    // ROWS_BATCH elements a thread at a time, their loads issued together:
+    // one block does this after a product, and one load after another
+    // would cost a trip to L2 each (a decode step's row: 16 trips)
+    for (uint32_t i0 = threadIdx.x; i0 < n; i0 += ROWS_BATCH * blockDim.x) {
+        float a[ROWS_BATCH], b[ROWS_BATCH];
+#pragma unroll
+        for (int u = 0; u < ROWS_BATCH; u++) {
+            const uint32_t i = i0 + u * blockDim.x;
+            a[u] = i < n ? xr[i] : 0.0f;
+            b[u] = i < n ? __ldcg(yr + i) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < ROWS_BATCH; u++) {
+            const uint32_t i = i0 + u * blockDim.x;
+            if (i < n)
+                xr[i] = a[u] + b[u];
+        }
+    }
     bg_block_rmsnorm(xnr, xr, w, n, eps);
     bg_block_code_after(xnr, n, xq, r);
 }
@@ -75,12 +93,26 @@ __device__ __forceinline__ void bg_block_ffn_end(const bg_gpu_ffn_end &e, const 
     }
     const float *ws = e.d_w ? e.d_w + (size_t)t * n_used : NULL;
     const float *sr = slot + (size_t)t * (ws ? n_used : 1) * n;
+    // the ranks' values ROWS_BATCH at a time, loaded together before they
+    // are added in order (a load after each add would cost a trip to L2
+    // per rank and element: the tail's time in a decode step)
     for (uint32_t j = threadIdx.x; j < n; j += blockDim.x) {
         float o;
         if (ws) {
             o = 0.0f;
-            for (uint32_t k = 0; k < n_used; k++)
-                o = __fadd_rn(o, __fmul_rn(__ldcg(ws + k), __ldcg(sr + (size_t)k * n + j)));
+            for (uint32_t k0 = 0; k0 < n_used; k0 += ROWS_BATCH) {
+                float wk[ROWS_BATCH], sk[ROWS_BATCH];
+#pragma unroll
+                for (int u = 0; u < ROWS_BATCH; u++) {
+                    const uint32_t k = k0 + u < n_used ? k0 + u : n_used - 1;
+                    wk[u] = __ldcg(ws + k);
+                    sk[u] = __ldcg(sr + (size_t)k * n + j);
+                }
+#pragma unroll
+                for (int u = 0; u < ROWS_BATCH; u++)
+                    if (k0 + u < n_used)
+                        o = __fadd_rn(o, __fmul_rn(wk[u], sk[u]));
+            }
         } else {
             o = __ldcg(sr + j);
         }
