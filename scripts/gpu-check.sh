@@ -10,7 +10,8 @@
 # --gpu-budget 24G and 16G (-ngl auto), and 1/4/16 parallel sequences;
 # decode all on the GPU is also given as weight bytes per second, a share
 # of the card's copy bandwidth (scripts/membw.cu), and without
-# programmatic dependent launch (BRIGADE_CUDA_PDL=0) beside it, and
+# programmatic dependent launch (BRIGADE_CUDA_PDL=0) and without the fused
+# tails (BRIGADE_CUDA_FUSE=0) beside it, and
 # prefill without the int8 tensor cores (BRIGADE_CUDA_MMA=0); where
 # Nsight Compute is installed, the decode step's kernels by GPU time.
 # With build-gpu/llama-cuda.tar.xz present (scripts/gpu-oracle.sh writes it
@@ -380,6 +381,11 @@ bench "parallel sequences (-ngl 99)" -p 0 -n "$TG" -np 1,4,16 -ngl 99
 export BRIGADE_CUDA_PDL=0
 bench "all on the GPU, PDL off (-ngl 99)" -p 0 -n "$TG" -ngl 99
 unset BRIGADE_CUDA_PDL
+# the same decode with the work a kernel's last block finishes run as
+# launches of their own (BRIGADE_CUDA_FUSE=0), for what the tails cost
+export BRIGADE_CUDA_FUSE=0
+bench "all on the GPU, fused tails off (-ngl 99)" -p 0 -n "$TG" -ngl 99
+unset BRIGADE_CUDA_FUSE
 # prefill without the tensor cores (the dp4a kernels), for their effect
 export BRIGADE_CUDA_MMA=0
 bench "all on the GPU, tensor cores off (-ngl 99)" -p "$PP" -n 0 -ngl 99

@@ -3,7 +3,7 @@
 // mirroring src/models/blocks.c and src/models/qwen35moe.c step by step.
 // Positions and sequences are read from device memory, so a decode step's
 // launches do not change from one token to the next (CUDA graphs).
-// Not yet run on a GPU (written in a session without one).
+// Run on an H200 by scripts/gpu-check.sh (README, "CUDA").
 #include "rows.cuh"
 
 // ---------------------------------------------------------- block helpers

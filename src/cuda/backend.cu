@@ -1,7 +1,7 @@
 // The CUDA implementation of the device interface (src/gpu.h): the
 // context and stream, the one arena, copies, CUDA graphs, and the small
 // element-wise kernels. The heavy kernels are in matmul.cu and
-// attention.cu. Not yet run on a GPU (written in a session without one).
+// attention.cu. Run on an H200 by scripts/gpu-check.sh (README, "CUDA").
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +19,11 @@ static int bg_check(bg_gpu *g, cudaError_t e, const char *what)
 // common.cuh's switches, set by gpu_init
 bool bg_pdl = false;
 bool bg_debug = false;
+// Whether a kernel's last block may finish the work after it (the tails,
+// and a decode step's attention and DeltaNet in one launch each): off with
+// BRIGADE_CUDA_FUSE=0, which runs that work as launches of its own, for
+// measuring what the fused tails cost or save.
+static bool bg_fuse = true;
 bool bg_mma = false;
 
 // Whether an environment switch is set to 0.
@@ -111,18 +116,20 @@ static int gpu_init(int device, bg_gpu **out, char *desc, size_t desc_cap, char 
         return -1;
     }
     bg_debug = getenv("BRIGADE_CUDA_DEBUG") && !env_zero("BRIGADE_CUDA_DEBUG");
+    bg_fuse = !env_zero("BRIGADE_CUDA_FUSE");
     bg_pdl = prop.major >= 9 && !env_zero("BRIGADE_CUDA_PDL") && !bg_debug;
     if (bg_pdl)
         bg_pdl = pdl_works(g->stream);
     const bool mma_wanted = prop.major >= 8 && !env_zero("BRIGADE_CUDA_MMA");
     bg_mma = mma_wanted && bg_cuda_mma_works(g->stream);
-    snprintf(desc, desc_cap, "%s (sm_%d%d, %.1f GiB%s%s%s)", prop.name, prop.major, prop.minor,
+    snprintf(desc, desc_cap, "%s (sm_%d%d, %.1f GiB%s%s%s%s)", prop.name, prop.major, prop.minor,
              prop.totalGlobalMem / 1073741824.0,
              bg_pdl ? ", programmatic dependent launch" : "",
              bg_mma        ? ", int8 tensor cores"
              : mma_wanted ? ", int8 tensor cores off: their check failed"
                           : "",
-             bg_debug ? ", debug: each launch waited for" : "");
+             bg_debug ? ", debug: each launch waited for" : "",
+             bg_fuse ? "" : ", fused tails off");
     *out = g;
     return 0;
 }
@@ -209,7 +216,7 @@ static int gpu_set_scratch(bg_gpu *g, void *d_scratch, uint64_t bytes)
                  (unsigned long long)bytes, BG_GPU_COUNTER_BYTES);
         return -1;
     }
-    g->counters = (int *)d_scratch;
+    g->counters = bg_fuse ? (int *)d_scratch : NULL; // NULL: every fused path off
     g->scratch = (uint8_t *)d_scratch + BG_GPU_COUNTER_BYTES;
     g->scratch_bytes = bytes - BG_GPU_COUNTER_BYTES;
     return bg_check(g, cudaMemsetAsync(d_scratch, 0, BG_GPU_COUNTER_BYTES, g->stream),

@@ -2,7 +2,7 @@
 // down rows (and the shared expert's) over the slots routing filed under
 // each, all on the device; the down rows' last block finishes the
 // feed-forward half (backend.cu's expert_sum when it does not).
-// Not yet run on a GPU (written in a session without one).
+// Run on an H200 by scripts/gpu-check.sh (README, "CUDA").
 #include "products.cuh"
 
 // One grouped expert product. Routed slot s (s < n_routed) reads x row

@@ -1,7 +1,7 @@
 // Dense matrix products for every weight format (one, or several of one
 // input in one launch) and the routing of the mixture of experts (softmax,
 // top-k) after the router's product; products.cuh holds their device code.
-// Not yet run on a GPU (written in a session without one).
+// Run on an H200 by scripts/gpu-check.sh (README, "CUDA").
 #include "products.cuh"
 
 // Whether mma.sync lays its fragments out as bg_mma_s8's callers assume:
