@@ -440,16 +440,18 @@ print(int(sum(v for n, v in w.items() if n not in ("routed_experts", "token_embd
 # Where a decode step's time goes, kernel by kernel, when Nsight Compute
 # is on the machine (for the next round of work; no check depends on it):
 # each kernel of two decode steps timed alone (ncu replays it), summed by
-# kernel over the whole run.
-{
-    echo "### Decode kernels by GPU time (ncu, tg2 all on the GPU, each kernel timed alone)"
+# kernel over the whole run; then the same with the fused tails off
+# (BRIGADE_CUDA_FUSE=0), which tells a kernel's own time from its tail's.
+NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
+ncu_table() { # title, then environment assignments for the run
+    title=$1; shift
+    echo "### Decode kernels by GPU time (ncu, tg2 all on the GPU, each kernel timed alone$title)"
     echo
-    NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
     if [ -n "${EMU:-}" ] || [ -z "$NCU" ]; then
         echo "not run: no ncu on this machine"
     elif [ "$(elapsed)" -gt "$DEADLINE" ]; then
         echo "skipped: past ${DEADLINE} s"
-    elif timeout 90 "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv \
+    elif env "$@" timeout 90 "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv \
             --print-units base "$B" bench -m "$FULL" -p 0 -n 2 -r 1 -ngl 99 \
             > "$WORK/ncu.csv" 2>>"$LOG"; then
         echo '```'
@@ -475,6 +477,10 @@ PY
         echo "ncu failed (see gpu-check.log)"
     fi
     echo
+}
+{
+    ncu_table "" BRIGADE_CUDA_FUSE=1
+    ncu_table ", fused tails off" BRIGADE_CUDA_FUSE=0
 } >> "$OUT/bench.md"
 cat "$OUT/memory.md" >> "$MD"
 grep -q 'FAIL |$' "$OUT/memory.md" && failed=1
