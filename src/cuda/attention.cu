@@ -231,7 +231,7 @@ __global__ void k_attn_prepare(bg_gpu_attn_args a, const float *q, const float *
                                const uint32_t *tok_pos, int *split_counters)
 {
     BG_KERNEL_ENTRY();
-    BG_DYNAMIC_SHARED(float, v); // [head_dim], then a K row and a V row (bg_prepare_shared_bytes)
+    BG_DYNAMIC_SHARED(float, v); // [head_dim], then a K row and a V row (sized at the launch)
     const uint32_t t = blockIdx.x, h = blockIdx.y, D = a.head_dim, j = threadIdx.x;
     const uint32_t pos = tok_pos[t], seq = tok_seq[t];
     if (split_counters && h < a.n_head && j == 0)

@@ -19,12 +19,12 @@ static int bg_check(bg_gpu *g, cudaError_t e, const char *what)
 // common.cuh's switches, set by gpu_init
 bool bg_pdl = false;
 bool bg_debug = false;
+bool bg_mma = false;
 // Whether a kernel's last block may finish the work after it (the tails,
 // and a decode step's attention and DeltaNet in one launch each): off with
 // BRIGADE_CUDA_FUSE=0, which runs that work as launches of its own, for
 // measuring what the fused tails cost or save.
 static bool bg_fuse = true;
-bool bg_mma = false;
 
 // Whether an environment switch is set to 0.
 static bool env_zero(const char *name)

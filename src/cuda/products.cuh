@@ -596,7 +596,7 @@ __device__ __forceinline__ float bg_round_act_q8_1(float x[32], bool active)
         amax = fmaxf(amax, fabsf(x[j]));
     float d;
     bg_code_act<ACT_Q8_0>(x, active, x, &d);
-    float codes = 0.0f, sum = 0.0f; // integers: exact
+    float codes = 0.0f, sum = 0.0f; // codes: a sum of integers, exact
 #pragma unroll
     for (int j = 0; j < 32; j++) {
         codes += x[j];
