@@ -79,8 +79,9 @@ if [ -z "${EMU:-}" ] && [ -f build-gpu/prebuilt.tar.xz ]; then
     P=$WORK/pack
     CUBLAS=$(timeout 30 find /usr/local /opt /usr/lib/x86_64-linux-gnu -name 'libcublas.so.13' 2>/dev/null | head -n 1)
     LIBS="$P/lib${CUBLAS:+:$(dirname "$CUBLAS")}"
-    if [ "$(cat "$P/ARCH")" = "$CAP" ] && "$(wrap brigade "$P/bin/brigade")" --version >>"$LOG" 2>&1; then
-        B=$(wrap brigade "$P/bin/brigade") OPS_BIN=$(wrap test_cuda_ops "$P/bin/test_cuda_ops")
+    PB=$(wrap brigade "$P/bin/brigade")
+    if [ "$(cat "$P/ARCH")" = "$CAP" ] && "$PB" --version >>"$LOG" 2>&1; then
+        B=$PB OPS_BIN=$(wrap test_cuda_ops "$P/bin/test_cuda_ops")
         SESSION_BIN=$(wrap gpu_session "$P/bin/gpu_session") NMSE=$P/bin/logits_nmse MEMBW=$P/bin/membw
         HOW="prebuilt by scripts/gpu-pack.sh for sm_$(cat "$P/ARCH") at $(tr '\n' ' ' < "$P/COMMIT")"
         if [ -f build-gpu/llama-cuda.tar.xz ] && [ -x "$P/bin/oracle_bench_cuda" ]; then
@@ -133,8 +134,6 @@ if [ -z "$LLAMA" ] && [ -z "${EMU:-}" ] && [ -f build-gpu/llama-cuda.tar.xz ]; t
         LLAMA_NOTE="not run: oracle_bench did not build against the CUDA bundle (see log)"
     fi
 fi
-# the release has PTX only for sm_90: the driver compiles it once, kept here
-export CUDA_CACHE_PATH="$WORK/cuda-cache" CUDA_CACHE_MAXSIZE=4294967296
 
 {
     echo "# brigade GPU check"
@@ -152,10 +151,8 @@ export CUDA_CACHE_PATH="$WORK/cuda-cache" CUDA_CACHE_MAXSIZE=4294967296
 } > "$MD"
 
 # ------------------------------- the full model, written in the background
-# synth --fast writes the 21 GB file while the checks below run; then, with
-# llama.cpp carried, one short llama.cpp run on it makes the driver compile
-# the release's PTX for this card (kept in CUDA_CACHE_PATH) before its
-# benches are timed.
+# synth --fast writes the 21 GB file while the checks below run (llama.cpp
+# needs no warm-up: gpu-oracle.sh gives it machine code for the card).
 FULL="$WORK/qwen3.6-35b-a3b-q4_k_m.gguf"
 SYNTH_PID=""
 if [ -z "${SKIP_FULL:-}" ]; then
@@ -168,12 +165,6 @@ if [ -z "${SKIP_FULL:-}" ]; then
         fi > "$WORK/synth.log" 2>&1
         echo $? > "$WORK/synth.rc"
         echo $(($(date +%s) - t0)) > "$WORK/synth.s"
-        if [ -n "$LLAMA" ] && [ "$(cat "$WORK/synth.rc")" = 0 ]; then
-            t0=$(date +%s)
-            timeout 300 "$LLAMA" "$FULL" -p 64 -n 4 -r 1 -ngl 99 > "$WORK/llama-warmup.log" 2>&1
-            echo "llama.cpp warm-up (PTX compiled for this card): rc $?, $(($(date +%s) - t0)) s" \
-                >> "$WORK/llama-warmup.log"
-        fi
     ) &
     SYNTH_PID=$!
 fi
@@ -287,7 +278,7 @@ wait "$SYNTH_PID"
 [ "$(cat "$WORK/synth.rc" 2>/dev/null)" = 0 ] || {
     note "synth of the full model failed: $(tail -n 3 "$WORK/synth.log")"; failed=1; }
 SYNTH_S=$(cat "$WORK/synth.s" 2>/dev/null)
-cat "$WORK/synth.log" "$WORK/llama-warmup.log" >> "$LOG" 2>/dev/null
+cat "$WORK/synth.log" >> "$LOG" 2>/dev/null
 {
     echo
     echo "## Qwen3.6-35B-A3B Q4_K_M (synthetic, $(du -h "$FULL" 2>/dev/null | cut -f1), written by synth --fast in ${SYNTH_S} s)"

@@ -209,13 +209,15 @@ enum { ACT_F32, ACT_F16, ACT_BF16, ACT_Q8_0, ACT_Q8_K };
 
 // A lane's 32 activations (one chunk) as the CPU's conversion codes them.
 // Q8_0/Q8_1: d = amax / 127 (kept as f16), codes round(x * 127 / amax)
-// ties to even (the x86 activation path; Q8_1's cached sum is not
-// modelled). Q8_K: per 256 values, the 8 lanes of a super-block agree on
-// the largest magnitude (first on ties), d = max / -127, codes
-// min(127, round(x / d)). Every lane of the warp must call it for Q8_K.
-// q may be x (each code is written after its value's last read).
+// ties to even (the x86 activation path; d_raw, when given, gets d before
+// its f16 rounding, from which Q8_1's sum is made). Q8_K: per 256 values,
+// the 8 lanes of a super-block agree on the largest magnitude (first on
+// ties), d = max / -127, codes min(127, round(x / d)). Every lane of the
+// warp must call it for Q8_K. q may be x (each code is written after its
+// value's last read).
 template <int K>
-__device__ __forceinline__ void bg_code_act(const float x[32], bool active, float q[32], float *d)
+__device__ __forceinline__ void bg_code_act(const float x[32], bool active, float q[32], float *d,
+                                            float *d_raw = nullptr)
 {
     float amax = 0.0f, max = 0.0f;
 #pragma unroll
@@ -225,6 +227,8 @@ __device__ __forceinline__ void bg_code_act(const float x[32], bool active, floa
             max = x[j];
         }
     if (K == ACT_Q8_0) {
+        if (d_raw)
+            *d_raw = amax / 127.f;
         *d = bg_h2f(bg_f2h(amax / 127.f));
         const float id = amax != 0.0f ? 127.f / amax : 0.0f;
 #pragma unroll

@@ -590,12 +590,8 @@ template <int T> struct bg_has_min { enum { value = T == T_Q4_1 || T == T_Q5_1 }
 // unrounded, as quant.c's activations_q8_1 (the CPU's m * s then follows).
 __device__ __forceinline__ float bg_round_act_q8_1(float x[32], bool active)
 {
-    float amax = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 32; j++)
-        amax = fmaxf(amax, fabsf(x[j]));
-    float d;
-    bg_code_act<ACT_Q8_0>(x, active, x, &d);
+    float d, d_raw;
+    bg_code_act<ACT_Q8_0>(x, active, x, &d, &d_raw);
     float codes = 0.0f, sum = 0.0f; // codes: a sum of integers, exact
 #pragma unroll
     for (int j = 0; j < 32; j++) {
@@ -603,7 +599,7 @@ __device__ __forceinline__ float bg_round_act_q8_1(float x[32], bool active)
         x[j] *= d;
         sum += x[j];
     }
-    return bg_h2f(bg_f2h((amax / 127.f) * codes)) - sum;
+    return bg_h2f(bg_f2h(d_raw * codes)) - sum;
 }
 
 // acc[r][t] += v[r] . round(x_t[32c .. 32c+31]) for the group's tokens
