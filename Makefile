@@ -108,9 +108,12 @@ PYTHON ?= $(shell for p in python3 /usr/bin/python3; do $$p -c 'import jinja2' 2
 # CUDA runtime, each CUDA thread a fiber). emu_cuda_ops checks every kernel
 # against the host reference; emu_gpu_session runs sessions on them and
 # compares logits with the CPU's. Not in a CUDA=1 build (its library holds
-# the real kernels).
+# the real kernels). Compiled by clang: its sections take the shared
+# variables of inline and plain functions alike (g++ refuses to mix them),
+# which the emulation fills with NaN bytes for each block.
+EMU_CXX ?= clang++
 EMU_CXXFLAGS := -std=c++17 -O2 -g -ffp-contract=off -Wall -Wextra -Werror -Wno-unknown-pragmas \
-                -Itests/cuda_emu -Isrc -Iinclude
+                -Wno-pass-failed -Itests/cuda_emu -Isrc -Iinclude
 EMU_OBJ := $(patsubst src/cuda/%.cu,$(BUILD)/emu/%.o,$(wildcard src/cuda/*.cu)) $(BUILD)/emu/emu.o
 ifneq ($(CUDA),1)
 EMU_BIN := $(BUILD)/tests/emu_cuda_ops $(BUILD)/tests/emu_gpu_session
@@ -118,10 +121,10 @@ endif
 
 $(BUILD)/emu/%.o: src/cuda/%.cu
 	@mkdir -p $(dir $@)
-	$(CXX) $(EMU_CXXFLAGS) -MMD -MP -x c++ -c $< -o $@
+	$(EMU_CXX) $(EMU_CXXFLAGS) -MMD -MP -x c++ -c $< -o $@
 $(BUILD)/emu/emu.o: tests/cuda_emu/emu.cpp
 	@mkdir -p $(dir $@)
-	$(CXX) $(EMU_CXXFLAGS) -MMD -MP -c $< -o $@
+	$(EMU_CXX) $(EMU_CXXFLAGS) -MMD -MP -c $< -o $@
 $(BUILD)/tests/emu_cuda_ops: tests/test_cuda_ops.c tests/gpu_reference.h tests/check.h $(EMU_OBJ) \
                              $(BUILD)/libbrigade.a
 	@mkdir -p $(dir $@)
@@ -134,11 +137,11 @@ $(BUILD)/tests/emu_gpu_session: tests/test_gpu_mock.c tests/gpu_reference.h test
 # The same kernel checks under ThreadSanitizer (tests/cuda_emu/cuda_runtime.h):
 # the kernels instrumented, the emulation itself not; a data race between
 # threads (a barrier or fence missing) fails it wherever it hides. Built
-# with clang (its sections take the shared variables of inline and plain
-# functions alike, which the race check maps afresh for each block).
+# with clang too (the race check maps each block's shared variables
+# afresh).
 TSAN_CXX ?= clang++
 TSAN_CC ?= clang
-TSAN_CXXFLAGS := $(EMU_CXXFLAGS) -Wno-pass-failed -DBG_EMU_TSAN
+TSAN_CXXFLAGS := $(EMU_CXXFLAGS) -DBG_EMU_TSAN
 TSAN_OBJ := $(patsubst src/cuda/%.cu,$(BUILD)/tsan/%.o,$(wildcard src/cuda/*.cu)) $(BUILD)/tsan/emu.o
 ifneq ($(CUDA),1)
 EMU_BIN += $(BUILD)/tests/race_cuda_ops

@@ -150,7 +150,11 @@ typedef struct bg_gpu_api {
     int (*mem_info)(bg_gpu *g, uint64_t *free_bytes, uint64_t *total_bytes);
     /* The one arena (and its release in destroy). */
     int (*alloc)(bg_gpu *g, uint64_t bytes, void **d_out);
+    /* Enqueues the copy. A page-locked src is read when the stream gets
+     * to it, so it may change only after wait_uploads. */
     int (*upload)(bg_gpu *g, void *d_dst, const void *src, uint64_t bytes);
+    /* Returns once every upload enqueued so far has read its source. */
+    int (*wait_uploads)(bg_gpu *g);
     /* Waits for the stream, then copies. */
     int (*download)(bg_gpu *g, void *dst, const void *d_src, uint64_t bytes);
     /* Enqueues the copy: dst holds it after the next sync or download

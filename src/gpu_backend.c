@@ -307,6 +307,13 @@ static bool seq_single(const brigade_session *s)
     return true;
 }
 
+brigade_status bg_gpu_inputs_free(bg_gpu_session *gs, brigade_error *err)
+{
+    if (gs->api->wait_uploads(gs->g))
+        return gpu_fail(gs, err, "copying a micro-batch to the device");
+    return BRIGADE_OK;
+}
+
 brigade_status bg_gpu_begin(bg_gpu_session *gs, const brigade_session *s, brigade_error *err)
 {
     const bg_gpu_api *api = gs->api;

@@ -38,6 +38,11 @@ bool bg_gpu_buffer_crosses(int buf);
 void *bg_gpu_host_alloc(bg_gpu_session *gs, uint64_t bytes, void (**release)(void *));
 void bg_gpu_session_report(const bg_gpu_session *gs, brigade_gpu_report *out);
 
+/* Waits until the device has read the micro-batch buffers the last one
+ * uploaded (page-locked: its copies read them when the stream gets
+ * there), before the host writes the next one's: a prompt's micro-batches
+ * are enqueued without waiting for each other. */
+brigade_status bg_gpu_inputs_free(bg_gpu_session *gs, brigade_error *err);
 /* A new micro-batch: s->x (embeddings) is on the host, token positions
  * and sequences go to the device. */
 brigade_status bg_gpu_begin(bg_gpu_session *gs, const brigade_session *s, brigade_error *err);

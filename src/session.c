@@ -462,6 +462,10 @@ static brigade_status eval_ubatch(brigade_session *s, const int32_t *tokens, con
     const brigade_model *m = s->model;
     const size_t n_embd = hp->n_embd;
     *n_rows = 0;
+    /* the previous micro-batch's tokens, positions and x read by the device */
+    brigade_status st = s->gpu ? bg_gpu_inputs_free(s->gpu, err) : BRIGADE_OK;
+    if (st)
+        return st;
     for (uint32_t i = 0; i < n; i++)
         s->seq_count[seq ? seq[i] : 0] = 0;
     for (uint32_t i = 0; i < n; i++) {
@@ -476,7 +480,7 @@ static brigade_status eval_ubatch(brigade_session *s, const int32_t *tokens, con
     /* the CPU layers first, then those on the GPU (the last ones) */
     const uint32_t n_cpu_layers =
         s->gpu ? bg_gpu_session_split(s->gpu)->first_gpu_layer : hp->n_layers;
-    brigade_status st = s->gpu ? bg_gpu_begin(s->gpu, s, err) : BRIGADE_OK;
+    st = s->gpu ? bg_gpu_begin(s->gpu, s, err) : BRIGADE_OK;
     if (st)
         return st;
     for (uint32_t il = 0; il < n_cpu_layers; il++) {

@@ -547,6 +547,7 @@ static const bg_gpu_api mock = {
     .mem_info = m_mem,
     .alloc = m_alloc,
     .upload = m_copy,
+    .wait_uploads = m_sync, /* the copies are done on return */
     .download = m_copy,
     .download_async = m_copy,
     .zero = m_zero,

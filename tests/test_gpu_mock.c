@@ -298,6 +298,7 @@ static const bg_gpu_api mock_graphs = {
     .mem_info = m_mem,
     .alloc = m_alloc,
     .upload = g_copy,
+    .wait_uploads = m_sync,
     .download = g_copy,
     .download_async = g_copy,
     .zero = g_zero,

@@ -115,6 +115,12 @@ static int gpu_init(int device, bg_gpu **out, char *desc, size_t desc_cap, char 
         free(g);
         return -1;
     }
+    if ((e = cudaEventCreateWithFlags(&g->uploaded, cudaEventDisableTiming)) != cudaSuccess) {
+        snprintf(msg, msg_cap, "creating an event: %s", cudaGetErrorString(e));
+        cudaStreamDestroy(g->stream);
+        free(g);
+        return -1;
+    }
     bg_debug = getenv("BRIGADE_CUDA_DEBUG") && !env_zero("BRIGADE_CUDA_DEBUG");
     bg_fuse = !env_zero("BRIGADE_CUDA_FUSE");
     bg_pdl = prop.major >= 9 && !env_zero("BRIGADE_CUDA_PDL") && !bg_debug;
@@ -149,6 +155,7 @@ static void gpu_destroy(bg_gpu *g)
         cudaGraphExecDestroy(g->graphs[i].exec);
     cudaStreamSynchronize(g->stream);
     cudaFree(g->arena);
+    cudaEventDestroy(g->uploaded);
     cudaStreamDestroy(g->stream);
     free(g);
 }
@@ -177,10 +184,19 @@ static int gpu_alloc(bg_gpu *g, uint64_t bytes, void **d_out)
     return 0;
 }
 
+// A page-locked source is read when the stream reaches the copy, maybe
+// after the caller moved on: the event marks how far wait_uploads waits.
 static int gpu_upload(bg_gpu *g, void *d_dst, const void *src, uint64_t bytes)
 {
-    return bg_check(g, cudaMemcpyAsync(d_dst, src, bytes, cudaMemcpyHostToDevice, g->stream),
-                    "copy to the device");
+    if (bg_check(g, cudaMemcpyAsync(d_dst, src, bytes, cudaMemcpyHostToDevice, g->stream),
+                 "copy to the device"))
+        return -1;
+    return bg_check(g, cudaEventRecord(g->uploaded, g->stream), "marking a copy");
+}
+
+static int gpu_wait_uploads(bg_gpu *g)
+{
+    return bg_check(g, cudaEventSynchronize(g->uploaded), "a copy to the device");
 }
 
 static int gpu_download(bg_gpu *g, void *dst, const void *d_src, uint64_t bytes)
@@ -382,6 +398,7 @@ static const bg_gpu_api api = {
     gpu_mem_info, // mem_info
     gpu_alloc, // alloc
     gpu_upload, // upload
+    gpu_wait_uploads, // wait_uploads
     gpu_download, // download
     gpu_download_async, // download_async
     gpu_zero, // zero

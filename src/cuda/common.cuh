@@ -95,6 +95,7 @@ enum { BG_GPU_MAX_GRAPHS = 32 };
 struct bg_gpu {
     int device;
     cudaStream_t stream;
+    cudaEvent_t uploaded; // recorded after each upload (wait_uploads)
     void *arena;
     int *counters;    // BG_GPU_COUNTER_BYTES (set_scratch)
     uint8_t *scratch; // coded activations (set_scratch)

@@ -14,8 +14,12 @@
 // part). Launch limits are a real GPU's: at most 1024 threads a block,
 // 65535 blocks in y and z, 48 KiB of dynamic shared memory; wide loads
 // (BG_ALIGNED) at the device's alignment, or an abort naming the line.
-// Dynamic shared memory starts as NaN bytes. Streams are in order;
-// captures record the launches and graph launches replay them.
+// Shared memory, static and dynamic, starts as NaN bytes in every block.
+// Streams run in order, and only when the host waits for them (a stream
+// or event synchronized, a copy to or from plain host memory, a free),
+// as late as the device may: a copy from page-locked memory reads it
+// then, so a host that changes it before waiting shows it. Captures
+// record the launches and graph launches enqueue them.
 //
 // Built with BG_EMU_TSAN (build/tests/race_cuda_ops), ThreadSanitizer
 // watches the kernels' threads as fibers that only barriers (__syncthreads,
@@ -56,7 +60,10 @@
 // each block (the race check's shared memory is the block's own).
 #define __shared__ static __attribute__((section("bg_emu_shared"), aligned(4096)))
 #else
-#define __shared__ static
+// In a section of their own, which emu.cpp fills with NaN bytes for each
+// block: a block that reads what it did not write sees garbage, as on the
+// device, not what the previous block of the same kernel left there.
+#define __shared__ static __attribute__((section("bg_emu_shared")))
 #endif
 #define __launch_bounds__(...)
 
@@ -93,6 +100,8 @@ enum cudaStreamCaptureMode { cudaStreamCaptureModeThreadLocal = 1 };
 #define cudaStreamNonBlocking 1u
 
 typedef struct bg_emu_stream *cudaStream_t;
+typedef struct bg_emu_event *cudaEvent_t;
+#define cudaEventDisableTiming 2u
 typedef struct bg_emu_graph *cudaGraph_t;
 typedef struct bg_emu_graph *cudaGraphExec_t;
 
@@ -119,9 +128,14 @@ template <typename F> cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, F
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
+cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
+cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaMalloc(void **p, size_t bytes);
 cudaError_t cudaFree(void *p);
-// Page-locked host memory: plain malloc here.
+// Page-locked host memory: plain malloc here, remembered (a copy to or
+// from it waits its turn in the stream).
 cudaError_t cudaMallocHost(void **p, size_t bytes);
 cudaError_t cudaFreeHost(void *p);
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
+#include <deque>
+#include <map>
 #include <vector>
 
 #ifdef BG_EMU_TSAN
@@ -133,7 +135,14 @@ inline void to_scheduler(void) {}
 inline void begin_grid(void) {}
 inline void release(void *) {}
 inline void acquire(void *) {}
-inline void fresh_shared(void) {}
+// The kernels' static __shared__ variables (cuda_runtime.h puts them in
+// this section) as NaN bytes: the device leaves whatever the SM's last
+// block had there.
+extern "C" char __start_bg_emu_shared[], __stop_bg_emu_shared[];
+inline void fresh_shared(void)
+{
+    memset(__start_bg_emu_shared, 0xFF, (size_t)(__stop_bg_emu_shared - __start_bg_emu_shared));
+}
 #endif
 } // namespace race
 
@@ -306,10 +315,57 @@ cudaError_t last_error = cudaSuccess;
 struct bg_emu_graph {
     std::vector<std::function<void()>> launches;
 };
+// The work enqueued and not yet run: it runs when the host waits for it
+// (the latest the device may run it), counted so that an event can wait
+// for the work before its record only.
 struct bg_emu_stream {
     bool capturing;
     bg_emu_graph *graph;
+    std::deque<std::function<void()>> queue;
+    uint64_t enqueued, done;
 };
+struct bg_emu_event {
+    bg_emu_stream *stream; // where it was last recorded, or NULL
+    uint64_t at;           // the stream's work before it
+};
+
+namespace {
+bg_emu_stream legacy_stream; // stream 0
+std::vector<bg_emu_stream *> streams{&legacy_stream};
+std::map<uintptr_t, size_t> page_locked; // cudaMallocHost's blocks by address
+
+bg_emu_stream *stream_of(cudaStream_t s) { return s ? s : &legacy_stream; }
+void enqueue(cudaStream_t s, std::function<void()> work)
+{
+    bg_emu_stream *st = stream_of(s);
+    st->queue.push_back(std::move(work));
+    st->enqueued++;
+}
+void run_until(bg_emu_stream *st, uint64_t n)
+{
+    while (st->done < n) {
+        std::function<void()> work = std::move(st->queue.front());
+        st->queue.pop_front();
+        work();
+        st->done++;
+    }
+}
+void drain(bg_emu_stream *st) { run_until(st, st->enqueued); }
+void drain_all(void)
+{
+    for (bg_emu_stream *st : streams)
+        drain(st);
+}
+bool is_page_locked(const void *p, size_t bytes)
+{
+    const uintptr_t a = (uintptr_t)p;
+    auto it = page_locked.upper_bound(a);
+    if (it == page_locked.begin())
+        return false;
+    --it;
+    return a >= it->first && a + bytes <= it->first + it->second;
+}
+} // namespace
 
 namespace bg_emu {
 ids *current;
@@ -430,7 +486,7 @@ void launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, std::function<v
         s->graph->launches.push_back([=]() { run_grid(grid, block, shmem, kernel); });
         return;
     }
-    run_grid(grid, block, shmem, kernel);
+    enqueue(s, [=]() { run_grid(grid, block, shmem, kernel); });
 }
 } // namespace bg_emu
 
@@ -454,17 +510,52 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device)
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
 {
     (void)flags;
-    *s = new bg_emu_stream{false, NULL};
+    *s = new bg_emu_stream{false, NULL, {}, 0, 0};
+    streams.push_back(*s);
     return cudaSuccess;
 }
+// The device finishes the stream's work first, as it would.
 cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
+    drain(s);
+    for (size_t i = 0; i < streams.size(); i++)
+        if (streams[i] == s)
+            streams.erase(streams.begin() + (long)i);
     delete s;
     return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
-    return s && s->capturing ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+    if (s && s->capturing)
+        return cudaErrorStreamCaptureUnsupported;
+    drain(stream_of(s));
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
+{
+    (void)flags;
+    *e = new bg_emu_event{NULL, 0};
+    return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+    delete e;
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    if (s && s->capturing)
+        return cudaErrorStreamCaptureUnsupported;
+    e->stream = stream_of(s);
+    e->at = e->stream->enqueued;
+    return cudaSuccess;
+}
+// The work before the record, and no more: what follows it may still wait.
+cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+    if (e->stream)
+        run_until(e->stream, e->at);
+    return cudaSuccess;
 }
 
 // Each allocation records its size before the address handed out.
@@ -484,15 +575,22 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
 cudaError_t cudaMallocHost(void **p, size_t bytes)
 {
     *p = malloc(bytes ? bytes : 1);
-    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+    if (!*p)
+        return cudaErrorMemoryAllocation;
+    page_locked[(uintptr_t)*p] = bytes;
+    return cudaSuccess;
 }
+// Both frees wait for the device, as CUDA's do.
 cudaError_t cudaFreeHost(void *p)
 {
+    drain_all();
+    page_locked.erase((uintptr_t)p);
     free(p);
     return cudaSuccess;
 }
 cudaError_t cudaFree(void *p)
 {
+    drain_all();
     if (!p)
         return cudaSuccess;
     uint8_t *raw = (uint8_t *)p - 256;
@@ -511,9 +609,16 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t s)
 {
-    (void)kind;
     if (s && s->capturing)
         return cudaErrorStreamCaptureUnsupported;
+    // page-locked host memory is read or written when the stream gets
+    // there; plain memory waits for the stream and is done on return
+    const void *host = kind == cudaMemcpyHostToDevice ? src : dst;
+    if (is_page_locked(host, bytes)) {
+        enqueue(s, [=]() { memcpy(dst, src, bytes); });
+        return cudaSuccess;
+    }
+    drain(stream_of(s));
     memcpy(dst, src, bytes);
     return cudaSuccess;
 }
@@ -521,7 +626,7 @@ cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t s)
 {
     if (s && s->capturing)
         return cudaErrorStreamCaptureUnsupported;
-    memset(dst, value, bytes);
+    enqueue(s, [=]() { memset(dst, value, bytes); });
     return cudaSuccess;
 }
 cudaError_t cudaGetLastError(void)
@@ -592,7 +697,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s)
     if (s && s->capturing)
         return cudaErrorStreamCaptureUnsupported;
     for (const auto &l : exec->launches)
-        l();
+        enqueue(s, l);
     return cudaSuccess;
 }
 cudaError_t cudaGraphDestroy(cudaGraph_t graph)
