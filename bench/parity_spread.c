@@ -57,28 +57,7 @@ static void make_tokens(int32_t *tokens)
 
 static float *llama_tokenwise(const char *path, const int32_t *tokens, int *n_vocab)
 {
-    struct llama_model_params mp = llama_model_default_params();
-    mp.progress_callback = oracle_no_progress;
-    mp.use_extra_bufts = false;
-    struct llama_model *model = llama_model_load_from_file(path, mp);
-    if (!model)
-        return NULL;
-    struct llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = 2 * N_TOKENS;
-    cp.n_threads = cp.n_threads_batch = 2;
-    struct llama_context *ctx = llama_init_from_model(model, cp);
-    *n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
-    float *out = malloc((size_t)N_TOKENS * *n_vocab * sizeof(float));
-    for (int i = 0; ctx && out && i < N_TOKENS; i++) {
-        if (llama_decode(ctx, llama_batch_get_one((llama_token *)&tokens[i], 1)) != 0)
-            break;
-        memcpy(out + (size_t)i * *n_vocab, llama_get_logits_ith(ctx, -1),
-               (size_t)*n_vocab * sizeof(float));
-    }
-    if (ctx)
-        llama_free(ctx);
-    llama_model_free(model);
-    return out;
+    return oracle_logits_of(path, tokens, N_TOKENS, 1, 0, GGML_TYPE_F16, GGML_TYPE_F16, 2, n_vocab);
 }
 
 static float *brigade_tokenwise(const char *path, const int32_t *tokens, int n_vocab)

@@ -1,8 +1,8 @@
 #!/bin/sh
 # Builds everything scripts/gpu-check.sh runs, for one card generation,
 # here, and packs it into build-gpu/prebuilt.tar.xz: the programs
-# (stripped), the helpers (logits_nmse, membw, and llama.cpp's bench when
-# scripts/gpu-oracle.sh has packed its CUDA build), and the shared
+# (stripped), the helpers (logits_nmse, membw, and llama.cpp's bench and
+# logits when scripts/gpu-oracle.sh has packed its CUDA build), and the shared
 # libraries they load beyond glibc and the CUDA driver. The GPU machine
 # then needs no compile and none of the Debian -dev packages, and the
 # lease's minutes go to the checks; gpu-check.sh uses the pack when it is
@@ -30,9 +30,11 @@ cc -std=c11 -O2 -o "$pack/bin/logits_nmse" scripts/logits_nmse.c -lm
 "$CUDA_HOME/bin/nvcc" -O2 -arch=sm_"$ARCH" -o "$pack/bin/membw" scripts/membw.cu
 if [ -f build-gpu/llama-cuda.tar.xz ]; then
     L=.oracle/cuda/llama-cuda
-    cc -std=c11 -O2 -D_DEFAULT_SOURCE -I"$L/include" -Itests -DORACLE_LIB_DIR="\"$LLAMA_DIR/lib\"" \
-        bench/oracle_bench.c -L"$L/lib" -l:libllama.cuda.v0.5.0.so -l:libggml.cuda.v0.5.0.so \
-        -l:libggml-base.so -Wl,-rpath,"$LLAMA_DIR/lib" -o "$pack/bin/oracle_bench_cuda"
+    for prog in oracle_bench oracle_logits; do
+        cc -std=c11 -O2 -D_DEFAULT_SOURCE -I"$L/include" -Itests -DORACLE_LIB_DIR="\"$LLAMA_DIR/lib\"" \
+            bench/$prog.c -L"$L/lib" -l:libllama.cuda.v0.5.0.so -l:libggml.cuda.v0.5.0.so \
+            -l:libggml-base.so -Wl,-rpath,"$LLAMA_DIR/lib" -o "$pack/bin/${prog}_cuda"
+    done
 fi
 # every library the programs load from the system, less glibc's, the C++
 # runtime's and the driver's (the GPU machine's own, as new or newer)

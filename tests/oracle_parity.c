@@ -39,53 +39,8 @@ enum { N_TOKENS = 64 };
 static float *oracle_logits(const char *path, const int32_t *tokens, int n, bool batched,
                             uint32_t cache_type, int *n_vocab)
 {
-    struct llama_model_params mp = llama_model_default_params();
-    mp.progress_callback = oracle_no_progress;
-    /* Token by token, the plain CPU path: no repacked weights, so
-     * activations are quantized the plain way (as the engine issue asks). */
-    mp.use_extra_bufts = batched;
-    struct llama_model *model = llama_model_load_from_file(path, mp);
-    if (!model)
-        return NULL;
-    struct llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = 2 * N_TOKENS;
-    cp.n_batch = cp.n_ubatch = N_TOKENS;
-    cp.n_threads = cp.n_threads_batch = 2;
-    cp.type_k = cp.type_v = (enum ggml_type)cache_type;
-    /* Flash attention, llama.cpp's CPU default, for f16 and quantized
-     * caches (quantized V requires it). With it llama.cpp would cast an
-     * f32 cache to f16, so f32 caches are compared without it: brigade
-     * keeps them f32. */
-    cp.flash_attn_type = cache_type == GGML_TYPE_F32 ? LLAMA_FLASH_ATTN_TYPE_DISABLED
-                                                     : LLAMA_FLASH_ATTN_TYPE_ENABLED;
-    struct llama_context *ctx = llama_init_from_model(model, cp);
-    *n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
-    float *out = ctx ? malloc((size_t)n * (size_t)*n_vocab * sizeof(float)) : NULL;
-    struct llama_batch batch = llama_batch_init(N_TOKENS, 0, 1);
-    for (int start = 0; out && start < n; start += batched ? n : 1) {
-        int count = batched ? n : 1;
-        batch.n_tokens = count;
-        for (int i = 0; i < count; i++) {
-            batch.token[i] = tokens[start + i];
-            batch.pos[i] = start + i;
-            batch.n_seq_id[i] = 1;
-            batch.seq_id[i][0] = 0;
-            batch.logits[i] = 1;
-        }
-        if (llama_decode(ctx, batch) != 0) {
-            free(out);
-            out = NULL;
-            break;
-        }
-        for (int i = 0; i < count; i++)
-            memcpy(out + (size_t)(start + i) * *n_vocab, llama_get_logits_ith(ctx, i),
-                   (size_t)*n_vocab * sizeof(float));
-    }
-    llama_batch_free(batch);
-    if (ctx)
-        llama_free(ctx);
-    llama_model_free(model);
-    return out;
+    return oracle_logits_of(path, tokens, n, batched ? n : 1, 0, (enum ggml_type)cache_type,
+                            (enum ggml_type)cache_type, 2, n_vocab);
 }
 
 static const char *cache_name(uint32_t t)
