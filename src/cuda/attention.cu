@@ -722,6 +722,49 @@ __device__ __forceinline__ void bg_dn_conv_channel(const float *qkv, size_t q_wi
         bg_dn_hist_move(hist, conv + seq * conv_seq + (size_t)c * (K - 1), K, true);
 }
 
+// What bg_dn_conv_channel leaves in the convolution state of channels
+// [0, n_ch), without the convolution, by the block's threads: each
+// sequence's history moved past its tokens (consecutive, as a decode
+// step's are), the last K - 1 of its old history and its inputs. A
+// thread's DN_MOVE_CHANNELS channels at a time, loads first: one channel
+// after another would cost a trip to memory each.
+enum { DN_MOVE_CHANNELS = 4 };
+__device__ __forceinline__ void bg_dn_hist_advance(const float *qkv, size_t q_width,
+                                                   uint32_t n_ch, float *conv, uint64_t conv_seq,
+                                                   const uint32_t *tok_seq, uint32_t K,
+                                                   uint32_t n_tok)
+{
+    for (uint32_t t0 = 0, t1; t0 < n_tok; t0 = t1) {
+        const uint32_t seq = tok_seq[t0];
+        for (t1 = t0 + 1; t1 < n_tok && tok_seq[t1] == seq;)
+            t1++;
+        const uint32_t nt = t1 - t0;
+        float *state = conv + seq * conv_seq;
+        for (uint32_t c0 = threadIdx.x; c0 < n_ch; c0 += DN_MOVE_CHANNELS * blockDim.x) {
+            float h[DN_MOVE_CHANNELS][DN_MAX_CONV - 1];
+#pragma unroll
+            for (uint32_t i = 0; i < DN_MOVE_CHANNELS; i++) {
+                const uint32_t c = c0 + i * blockDim.x;
+#pragma unroll
+                for (uint32_t j = 0; j + 1 < DN_MAX_CONV; j++) {
+                    const uint32_t m = j + nt; // in [old history, inputs]
+                    h[i][j] = c >= n_ch || j + 1 >= K ? 0.0f
+                              : m + 1 < K      ? state[(size_t)c * (K - 1) + m]
+                                               : qkv[(size_t)(t0 + m - (K - 1)) * q_width + c];
+                }
+            }
+#pragma unroll
+            for (uint32_t i = 0; i < DN_MOVE_CHANNELS; i++) {
+                const uint32_t c = c0 + i * blockDim.x;
+#pragma unroll
+                for (uint32_t j = 0; j + 1 < DN_MAX_CONV; j++)
+                    if (c < n_ch && j + 1 < K)
+                        state[(size_t)c * (K - 1) + j] = h[i][j];
+            }
+        }
+    }
+}
+
 // A q or k head's row x of S values scaled to unit length, then by
 // 1 / sqrt(S), as ops.c's bg_l2norm and the model's q scaling, by the
 // calling warp.
@@ -752,6 +795,8 @@ __global__ void k_dn_conv_l2(float *qkv, size_t q_width, const float *w, float *
         bg_dn_l2(qkv + (size_t)t * q_width + (size_t)blockIdx.x * S, S, eps);
 }
 
+enum { DN_NORM_PER_LANE = 8 }; // a head's values per lane: heads of up to 256
+
 // The gated norm per value head of token t, rmsnorm(o) * w * silu(z), a
 // warp per head; then the token's row coded for the out projection (aq
 // set: Hv * S a multiple of 256). The rows were written by other blocks
@@ -766,8 +811,20 @@ __device__ __forceinline__ void bg_block_dn_norm(float *attn, size_t a_width, co
         float *o = row + (size_t)h * S;
         const float *zz = z + (size_t)t * a_width + (size_t)h * S;
         const float scale = 1.0f / sqrtf(bg_warp_mean_sq(o, S) + eps);
-        for (uint32_t j = lane; j < S; j += 32)
-            o[j] = ((o[j] * scale) * w[j]) * bg_silu(zz[j]);
+        // the lane's values loaded together, then stored: a store between
+        // two loads would make each a trip of its own
+        float ov[DN_NORM_PER_LANE], wv[DN_NORM_PER_LANE], zv[DN_NORM_PER_LANE];
+#pragma unroll
+        for (uint32_t u = 0; u < DN_NORM_PER_LANE; u++) {
+            const uint32_t j = lane + 32 * u;
+            ov[u] = j < S ? o[j] : 0.0f;
+            wv[u] = j < S ? w[j] : 0.0f;
+            zv[u] = j < S ? zz[j] : 0.0f;
+        }
+#pragma unroll
+        for (uint32_t u = 0; u < DN_NORM_PER_LANE; u++)
+            if (lane + 32 * u < S)
+                o[lane + 32 * u] = ((ov[u] * scale) * wv[u]) * bg_silu(zv[u]);
     }
     bg_block_code_after(row, Hv * S, aq, t);
 }
@@ -924,9 +981,7 @@ __global__ void __launch_bounds__(DN_WARPS * 32)
     if (!f.counter || !bg_block_arrives_last(f.counter, (int)(gridDim.x * gridDim.y)))
         return;
     // every block has read the q and k heads' history: now it moves on
-    for (uint32_t c = threadIdx.x; c < 2 * key_dim; c += blockDim.x)
-        bg_dn_conv_channel(qkv, q_width, c, f.conv_w, f.conv, f.conv_seq, tok_seq, f.K, n_tok,
-                           true, [](uint32_t, float) {});
+    bg_dn_hist_advance(qkv, q_width, 2 * key_dim, f.conv, f.conv_seq, tok_seq, f.K, n_tok);
     for (uint32_t t = 0; t < n_tok; t++) {
         __syncthreads(); // the previous token's coding is done with its row
         bg_block_dn_norm(attn, a_width, f.z, f.norm_w, S, Hv, f.eps, f.aq, t);

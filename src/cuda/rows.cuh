@@ -9,18 +9,31 @@
 #include "common.cuh"
 
 enum { ROWS_BATCH = 8 }; // loads a thread issues together in the row tails
+enum { FFN_COLS = 2 };   // elements a thread sums at once in bg_block_ffn_end
 
 // yr = xr / sqrt(mean(xr^2) + eps) * w, as ops.c's bg_rmsnorm, by the
 // block's threads (each reads only the elements it owns before the
 // reduction, so a caller may have written them just before). Ends with
-// red free for the next call's writes only after a barrier.
+// red free for the next call's writes only after a barrier. Each thread
+// takes its elements ROWS_BATCH at a time, loads first: a store between
+// two loads (yr may be xr) would make each a trip of its own.
 __device__ __forceinline__ void bg_block_rmsnorm(float *yr, const float *xr, const float *w,
                                                  uint32_t n, float eps)
 {
     __shared__ double red[32];
     double sum = 0.0;
-    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
-        sum += (double)(xr[i] * xr[i]);
+    for (uint32_t i0 = threadIdx.x; i0 < n; i0 += ROWS_BATCH * blockDim.x) {
+        float a[ROWS_BATCH];
+#pragma unroll
+        for (int u = 0; u < ROWS_BATCH; u++) {
+            const uint32_t i = i0 + u * blockDim.x;
+            a[u] = i < n ? xr[i] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < ROWS_BATCH; u++)
+            if (i0 + u * blockDim.x < n)
+                sum += (double)(a[u] * a[u]);
+    }
     sum = bg_warp_sum_d(sum);
     if (threadIdx.x % 32 == 0)
         red[threadIdx.x / 32] = sum;
@@ -30,8 +43,21 @@ __device__ __forceinline__ void bg_block_rmsnorm(float *yr, const float *xr, con
         total += red[k];
     const float mean = (float)(total / (double)n);
     const float scale = 1.0f / sqrtf(mean + eps);
-    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
-        yr[i] = w ? (xr[i] * scale) * w[i] : xr[i] * scale;
+    for (uint32_t i0 = threadIdx.x; i0 < n; i0 += ROWS_BATCH * blockDim.x) {
+        float a[ROWS_BATCH], b[ROWS_BATCH];
+#pragma unroll
+        for (int u = 0; u < ROWS_BATCH; u++) {
+            const uint32_t i = i0 + u * blockDim.x;
+            a[u] = i < n ? xr[i] : 0.0f;
+            b[u] = i < n && w ? w[i] : 1.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < ROWS_BATCH; u++) {
+            const uint32_t i = i0 + u * blockDim.x;
+            if (i < n)
+                yr[i] = w ? (a[u] * scale) * b[u] : a[u] * scale;
+        }
+    }
 }
 
 // Row r of n (contiguous rows): x += y, then xn = rmsnorm(x) * w, coded
@@ -93,32 +119,54 @@ __device__ __forceinline__ void bg_block_ffn_end(const bg_gpu_ffn_end &e, const 
     }
     const float *ws = e.d_w ? e.d_w + (size_t)t * n_used : NULL;
     const float *sr = slot + (size_t)t * (ws ? n_used : 1) * n;
-    // the ranks' values ROWS_BATCH at a time, loaded together before they
-    // are added in order (a load after each add would cost a trip to L2
-    // per rank and element: the tail's time in a decode step)
-    for (uint32_t j = threadIdx.x; j < n; j += blockDim.x) {
-        float o;
-        if (ws) {
-            o = 0.0f;
-            for (uint32_t k0 = 0; k0 < n_used; k0 += ROWS_BATCH) {
-                float wk[ROWS_BATCH], sk[ROWS_BATCH];
+    // FFN_COLS elements a thread at a time, their ranks' values ROWS_BATCH
+    // at a time, all loaded together before they are added in order (a
+    // load after each add, or after each element's store, would cost a trip
+    // to L2 each: the tail's time in a decode step)
+    for (uint32_t j0 = threadIdx.x; j0 < n; j0 += FFN_COLS * blockDim.x) {
+        float o[FFN_COLS];
 #pragma unroll
-                for (int u = 0; u < ROWS_BATCH; u++) {
-                    const uint32_t k = k0 + u < n_used ? k0 + u : n_used - 1;
-                    wk[u] = __ldcg(ws + k);
-                    sk[u] = __ldcg(sr + (size_t)k * n + j);
+        for (int c = 0; c < FFN_COLS; c++)
+            o[c] = 0.0f;
+        const uint32_t jl = n - 1; // a column past the end reads the last
+        for (uint32_t k0 = 0; ws && k0 < n_used; k0 += ROWS_BATCH) {
+            float wk[ROWS_BATCH], sk[FFN_COLS][ROWS_BATCH];
+#pragma unroll
+            for (int u = 0; u < ROWS_BATCH; u++) {
+                const uint32_t k = k0 + u < n_used ? k0 + u : n_used - 1;
+                wk[u] = __ldcg(ws + k);
+#pragma unroll
+                for (int c = 0; c < FFN_COLS; c++) {
+                    const uint32_t j = j0 + c * blockDim.x;
+                    sk[c][u] = __ldcg(sr + (size_t)k * n + (j < n ? j : jl));
                 }
+            }
+#pragma unroll
+            for (int c = 0; c < FFN_COLS; c++)
 #pragma unroll
                 for (int u = 0; u < ROWS_BATCH; u++)
                     if (k0 + u < n_used)
-                        o = __fadd_rn(o, __fmul_rn(wk[u], sk[u]));
-            }
-        } else {
-            o = __ldcg(sr + j);
+                        o[c] = __fadd_rn(o[c], __fmul_rn(wk[u], sk[c][u]));
         }
-        if (e.d_shared)
-            o = __fadd_rn(o, __fmul_rn(gate, __ldcg(e.d_shared + off + j)));
-        e.d_x[off + j] = __fadd_rn(e.d_x[off + j], o);
+        float sh[FFN_COLS], xv[FFN_COLS];
+#pragma unroll
+        for (int c = 0; c < FFN_COLS; c++) {
+            const uint32_t j = j0 + c * blockDim.x < n ? j0 + c * blockDim.x : jl;
+            if (!ws)
+                o[c] = __ldcg(sr + j);
+            sh[c] = e.d_shared ? __ldcg(e.d_shared + off + j) : 0.0f;
+            xv[c] = e.d_x[off + j];
+        }
+#pragma unroll
+        for (int c = 0; c < FFN_COLS; c++) {
+            const uint32_t j = j0 + c * blockDim.x;
+            if (j >= n)
+                continue;
+            float v = o[c];
+            if (e.d_shared)
+                v = __fadd_rn(v, __fmul_rn(gate, sh[c]));
+            e.d_x[off + j] = __fadd_rn(xv[c], v);
+        }
     }
     if (!e.d_norm_w)
         return;
