@@ -730,6 +730,51 @@ static void moes(void)
         }
 }
 
+/* Routing alone with the real models' expert counts and more (256 of
+ * Qwen3.6, 300: runs of three experts a thread and threads with none,
+ * 512: the most), top-8, for a decode step and a batch: the choice, the
+ * grouping (whose scan gives each of the block's threads a run of
+ * experts) and the weights against the reference's. */
+static void routings(void)
+{
+    static const uint32_t experts[] = {256, 300, BG_GPU_MAX_EXPERTS};
+    static const uint32_t n_toks[] = {1, 3, 40};
+    const uint32_t n_embd = 512, n_used = 8;
+    for (size_t i = 0; i < sizeof experts / sizeof *experts; i++)
+        for (size_t ti = 0; ti < sizeof n_toks / sizeof *n_toks; ti++) {
+            const uint32_t n_expert = experts[i], n_tok = n_toks[ti], slots = n_tok * n_used;
+            uint64_t mark = used;
+            /* each router row picks one input (times 3): exact logits */
+            uint64_t rx = put_random((uint64_t)n_tok * n_embd, 1.0f);
+            uint64_t router = put_zeros((uint64_t)n_tok * n_expert);
+            float *rw = calloc((size_t)n_expert * n_embd, sizeof *rw);
+            for (uint32_t e = 0; e < n_expert; e++)
+                rw[(size_t)e * n_embd + (e * 37) % n_embd] = 3.0f;
+            uint64_t rwo = put(rw, (uint64_t)n_expert * n_embd * 4);
+            free(rw);
+            const bg_gpu_proj drp = {BG_TYPE_F32, D(rwo), n_expert, D(router), n_expert};
+            const bg_gpu_proj rrp = {BG_TYPE_F32, R(rwo), n_expert, R(router), n_expert};
+            const uint64_t n_group_ints = BG_GPU_MOE_GROUP_INTS(slots, n_expert);
+            uint64_t chosen = take(slots * 4), cw = take(slots * 4), groups = take(n_group_ints * 4);
+            int rc = dev->route(dg, &drp, n_embd, D(rx), NULL, n_tok, n_used, D(chosen), D(cw),
+                                D(groups));
+            mock.route(rg, &rrp, n_embd, R(rx), NULL, n_tok, n_used, R(chosen), R(cw), R(groups));
+            int32_t *dch = malloc(slots * 4), *dgr = malloc(n_group_ints * 4);
+            rc = rc ? rc : dev->download(dg, dch, D(chosen), slots * 4);
+            rc = rc ? rc : dev->download(dg, dgr, D(groups), n_group_ints * 4);
+            CHECK(!rc && !memcmp(dch, R(chosen), slots * 4) &&
+                      same_grouping(dgr, R(groups), slots, n_expert),
+                  "routing over %u experts, %u tokens: the choice or its grouping differs%s%s",
+                  n_expert, n_tok, rc ? ": " : "", rc ? dev->error(dg) : "");
+            free(dch);
+            free(dgr);
+            double e = rc ? INFINITY : compare_floats(cw, slots);
+            CHECK(e <= 1e-10, "routing over %u experts, %u tokens: expert weights NMSE %.3g",
+                  n_expert, n_tok, e);
+            used = mark;
+        }
+}
+
 /* Whether the group of checks named is to run: all, or those named on the
  * command line (e.g. test_cuda_ops attentions attention_long, under a
  * slow tool such as compute-sanitizer). */
@@ -796,6 +841,7 @@ int main(int argc, char **argv)
     GROUP(matmuls);
     GROUP(multis);
     GROUP(moes);
+    GROUP(routings);
     GROUP(small_ops);
     GROUP(mixer_ends);
     GROUP(attentions);

@@ -753,16 +753,39 @@ __device__ __forceinline__ void bg_block_group(const int32_t *chosen, uint32_t n
     for (uint32_t s = threadIdx.x; s < n_slots; s += blockDim.x)
         atomicAdd(&cursor[chosen[s]], 1);
     __syncthreads();
-    if (threadIdx.x == 0) {
-        int32_t at = 0, n = 0;
-        for (uint32_t e = 0; e < n_expert; e++) {
-            const int32_t count = cursor[e];
-            offsets[e] = at;
-            cursor[e] = at;
-            if (count)
-                active[n++] = (int32_t)e;
-            at += count;
-        }
+    // each expert's first slot and the experts chosen, in expert order: a
+    // scan of (count, count > 0) over the block, each thread a run of
+    // experts (one thread through all of them waited on shared memory
+    // n_expert times in a row)
+    __shared__ int32_t warp_slots[32], warp_experts[32];
+    const uint32_t per = (n_expert + blockDim.x - 1) / blockDim.x, lane = threadIdx.x % 32;
+    const uint32_t e0 = threadIdx.x * per < n_expert ? threadIdx.x * per : n_expert;
+    const uint32_t e1 = e0 + per < n_expert ? e0 + per : n_expert;
+    int32_t slots = 0, experts = 0;
+    for (uint32_t e = e0; e < e1; e++)
+        slots += cursor[e], experts += cursor[e] > 0;
+    int32_t slots_to = slots, experts_to = experts; // this lane's and those before it
+    for (uint32_t o = 1; o < 32; o <<= 1) {
+        const int32_t a = __shfl_up_sync(0xffffffffu, slots_to, o);
+        const int32_t b = __shfl_up_sync(0xffffffffu, experts_to, o);
+        if (lane >= o)
+            slots_to += a, experts_to += b;
+    }
+    if (lane == 31)
+        warp_slots[threadIdx.x / 32] = slots_to, warp_experts[threadIdx.x / 32] = experts_to;
+    __syncthreads();
+    int32_t at = slots_to - slots, n = experts_to - experts;
+    for (uint32_t w = 0; w < threadIdx.x / 32; w++)
+        at += warp_slots[w], n += warp_experts[w];
+    for (uint32_t e = e0; e < e1; e++) { // the thread's own experts' cursors only
+        const int32_t count = cursor[e];
+        offsets[e] = at;
+        cursor[e] = at;
+        if (count)
+            active[n++] = (int32_t)e;
+        at += count;
+    }
+    if (threadIdx.x == blockDim.x - 1) { // the last run ends where every slot has
         offsets[n_expert] = at;
         *n_active = n;
     }
