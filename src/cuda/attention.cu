@@ -728,7 +728,7 @@ __device__ __forceinline__ void bg_dn_conv_channel(const float *qkv, size_t q_wi
 // step's are), the last K - 1 of its old history and its inputs. A
 // thread's DN_MOVE_CHANNELS channels at a time, loads first: one channel
 // after another would cost a trip to memory each.
-enum { DN_MOVE_CHANNELS = 4 };
+enum { DN_MOVE_CHANNELS = 8 };
 __device__ __forceinline__ void bg_dn_hist_advance(const float *qkv, size_t q_width,
                                                    uint32_t n_ch, float *conv, uint64_t conv_seq,
                                                    const uint32_t *tok_seq, uint32_t K,
@@ -810,10 +810,11 @@ __device__ __forceinline__ void bg_block_dn_norm(float *attn, size_t a_width, co
     for (uint32_t h = threadIdx.x / 32; h < Hv; h += n_warps) {
         float *o = row + (size_t)h * S;
         const float *zz = z + (size_t)t * a_width + (size_t)h * S;
-        const float scale = 1.0f / sqrtf(bg_warp_mean_sq(o, S) + eps);
         // the lane's values loaded together, then stored: a store between
-        // two loads would make each a trip of its own
+        // two loads would make each a trip of its own; the mean square as
+        // bg_warp_mean_sq sums it
         float ov[DN_NORM_PER_LANE], wv[DN_NORM_PER_LANE], zv[DN_NORM_PER_LANE];
+        double sum = 0.0;
 #pragma unroll
         for (uint32_t u = 0; u < DN_NORM_PER_LANE; u++) {
             const uint32_t j = lane + 32 * u;
@@ -821,6 +822,12 @@ __device__ __forceinline__ void bg_block_dn_norm(float *attn, size_t a_width, co
             wv[u] = j < S ? w[j] : 0.0f;
             zv[u] = j < S ? zz[j] : 0.0f;
         }
+#pragma unroll
+        for (uint32_t u = 0; u < DN_NORM_PER_LANE; u++)
+            if (lane + 32 * u < S)
+                sum += (double)(ov[u] * ov[u]);
+        const float mean = (float)(bg_warp_sum_d(sum) / (double)S);
+        const float scale = 1.0f / sqrtf(mean + eps);
 #pragma unroll
         for (uint32_t u = 0; u < DN_NORM_PER_LANE; u++)
             if (lane + 32 * u < S)
