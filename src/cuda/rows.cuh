@@ -128,7 +128,7 @@ __device__ __forceinline__ void bg_block_ffn_end(const bg_gpu_ffn_end &e, const 
 #pragma unroll
         for (int c = 0; c < FFN_COLS; c++)
             o[c] = 0.0f;
-        const uint32_t jl = n - 1; // a column past the end reads the last
+        const uint32_t jl = n - 1; // a column past the end reads the last (not x: others write it)
         for (uint32_t k0 = 0; ws && k0 < n_used; k0 += ROWS_BATCH) {
             float wk[ROWS_BATCH], sk[FFN_COLS][ROWS_BATCH];
 #pragma unroll
@@ -151,11 +151,12 @@ __device__ __forceinline__ void bg_block_ffn_end(const bg_gpu_ffn_end &e, const 
         float sh[FFN_COLS], xv[FFN_COLS];
 #pragma unroll
         for (int c = 0; c < FFN_COLS; c++) {
-            const uint32_t j = j0 + c * blockDim.x < n ? j0 + c * blockDim.x : jl;
+            const bool in = j0 + c * blockDim.x < n;
+            const uint32_t j = in ? j0 + c * blockDim.x : jl;
             if (!ws)
                 o[c] = __ldcg(sr + j);
             sh[c] = e.d_shared ? __ldcg(e.d_shared + off + j) : 0.0f;
-            xv[c] = e.d_x[off + j];
+            xv[c] = in ? e.d_x[off + j] : 0.0f;
         }
 #pragma unroll
         for (int c = 0; c < FFN_COLS; c++) {
