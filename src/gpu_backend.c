@@ -742,5 +742,8 @@ brigade_status bg_gpu_seq_copy(bg_gpu_session *gs, const brigade_session *s, uin
             return gpu_fail(gs, err, save ? "saving a checkpoint" : "restoring a checkpoint");
         host += sizes[k];
     }
+    /* the caller may reuse or free its buffer on return, page-locked or not */
+    if (!save && gs->api->wait_uploads(gs->g))
+        return gpu_fail(gs, err, "restoring a checkpoint");
     return BRIGADE_OK;
 }
