@@ -657,6 +657,19 @@ extern "C" int bg_cuda_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *d_
 
 enum { DN_MAX_CONV = 8 }; // convolution widths handled (Qwen3.6: 4)
 
+// run(t0, t1, seq) for each run [t0, t1) of consecutive tokens of one
+// sequence, in order: what the convolution walks (a decode step's tokens
+// are one run a sequence).
+template <typename RUN>
+__device__ __forceinline__ void bg_seq_runs(const uint32_t *tok_seq, uint32_t n_tok, RUN run)
+{
+    for (uint32_t t0 = 0, t1; t0 < n_tok; t0 = t1) {
+        for (t1 = t0 + 1; t1 < n_tok && tok_seq[t1] == tok_seq[t0];)
+            t1++;
+        run(t0, t1, tok_seq[t0]);
+    }
+}
+
 // A channel's last K - 1 inputs between registers and its convolution
 // state (store), or back.
 __device__ __forceinline__ void bg_dn_hist_move(float (&hist)[DN_MAX_CONV - 1], float *state,
@@ -676,10 +689,10 @@ __device__ __forceinline__ void bg_dn_hist_move(float (&hist)[DN_MAX_CONV - 1], 
 // Channel c's causal depthwise convolution through the tokens in order:
 // token t's output, silu(sum of the K weights times its input and the K -
 // 1 before), goes to out(t, value). The last K - 1 inputs ride in
-// registers; a sequence's history is loaded from the state when its first
-// token comes and, when store, stored back when another sequence's token
-// follows and at the end. Without store, each sequence's tokens must be
-// consecutive (a sequence met again would start from its stale state).
+// registers; a run's history is loaded from its sequence's state at its
+// first token and, when store, stored back after its last. Without store,
+// each sequence's tokens must be one run (a sequence met again would start
+// from its stale state).
 template <typename OUT>
 __device__ __forceinline__ void bg_dn_conv_channel(const float *qkv, size_t q_width, uint32_t c,
                                                    const float *w, float *conv, uint64_t conv_seq,
@@ -692,34 +705,31 @@ __device__ __forceinline__ void bg_dn_conv_channel(const float *qkv, size_t q_wi
     for (uint32_t j = 0; j + 1 < DN_MAX_CONV; j++)
         wc[j] = j + 1 < K ? w[(size_t)c * K + j] : 0.0f;
     const float w_now = w[(size_t)c * K + K - 1];
-    uint32_t seq = UINT32_MAX;
-    for (uint32_t t = 0; t < n_tok; t++) {
-        if (tok_seq[t] != seq) {
-            if (store && seq != UINT32_MAX)
-                bg_dn_hist_move(hist, conv + seq * conv_seq + (size_t)c * (K - 1), K, true);
-            seq = tok_seq[t];
-            bg_dn_hist_move(hist, conv + seq * conv_seq + (size_t)c * (K - 1), K, false);
-        }
-        const float in = qkv[(size_t)t * q_width + c];
-        float acc = 0.0f;
-#pragma unroll
-        for (uint32_t j = 0; j + 1 < DN_MAX_CONV; j++)
-            if (j + 1 < K)
-                acc = __fadd_rn(acc, __fmul_rn(hist[j], wc[j]));
-        acc = __fadd_rn(acc, __fmul_rn(in, w_now));
-#pragma unroll
-        for (uint32_t j = 0; j + 2 < DN_MAX_CONV; j++)
-            if (j + 2 < K)
-                hist[j] = hist[j + 1];
-        if (K > 1)
+    bg_seq_runs(tok_seq, n_tok, [&](uint32_t t0, uint32_t t1, uint32_t seq) {
+        float *state = conv + seq * conv_seq + (size_t)c * (K - 1);
+        bg_dn_hist_move(hist, state, K, false);
+        for (uint32_t t = t0; t < t1; t++) {
+            const float in = qkv[(size_t)t * q_width + c];
+            float acc = 0.0f;
 #pragma unroll
             for (uint32_t j = 0; j + 1 < DN_MAX_CONV; j++)
-                if (j + 2 == K)
-                    hist[j] = in;
-        out(t, bg_silu(acc));
-    }
-    if (store && seq != UINT32_MAX)
-        bg_dn_hist_move(hist, conv + seq * conv_seq + (size_t)c * (K - 1), K, true);
+                if (j + 1 < K)
+                    acc = __fadd_rn(acc, __fmul_rn(hist[j], wc[j]));
+            acc = __fadd_rn(acc, __fmul_rn(in, w_now));
+#pragma unroll
+            for (uint32_t j = 0; j + 2 < DN_MAX_CONV; j++)
+                if (j + 2 < K)
+                    hist[j] = hist[j + 1];
+            if (K > 1)
+#pragma unroll
+                for (uint32_t j = 0; j + 1 < DN_MAX_CONV; j++)
+                    if (j + 2 == K)
+                        hist[j] = in;
+            out(t, bg_silu(acc));
+        }
+        if (store)
+            bg_dn_hist_move(hist, state, K, true);
+    });
 }
 
 // What bg_dn_conv_channel leaves in the convolution state of channels
@@ -734,10 +744,7 @@ __device__ __forceinline__ void bg_dn_hist_advance(const float *qkv, size_t q_wi
                                                    const uint32_t *tok_seq, uint32_t K,
                                                    uint32_t n_tok)
 {
-    for (uint32_t t0 = 0, t1; t0 < n_tok; t0 = t1) {
-        const uint32_t seq = tok_seq[t0];
-        for (t1 = t0 + 1; t1 < n_tok && tok_seq[t1] == seq;)
-            t1++;
+    bg_seq_runs(tok_seq, n_tok, [&](uint32_t t0, uint32_t t1, uint32_t seq) {
         const uint32_t nt = t1 - t0;
         float *state = conv + seq * conv_seq;
         for (uint32_t c0 = threadIdx.x; c0 < n_ch; c0 += DN_MOVE_CHANNELS * blockDim.x) {
@@ -762,7 +769,7 @@ __device__ __forceinline__ void bg_dn_hist_advance(const float *qkv, size_t q_wi
                         state[(size_t)c * (K - 1) + j] = h[i][j];
             }
         }
-    }
+    });
 }
 
 // A q or k head's row x of S values scaled to unit length, then by

@@ -11,29 +11,41 @@
 enum { ROWS_BATCH = 8 }; // loads a thread issues together in the row tails
 enum { FFN_COLS = 2 };   // elements a thread sums at once in bg_block_ffn_end
 
+// For each i < n the calling thread owns (i = threadIdx.x + k *
+// blockDim.x), use(i, load(i)), ROWS_BATCH elements at a time, the
+// batch's loads issued before its uses: a store between two loads (to the
+// same row, say) would make each load a trip to L2 of its own. One block
+// does these rows after a product, so those trips are a decode step's
+// latency.
+template <class LOAD, class USE>
+__device__ __forceinline__ void bg_block_batched(uint32_t n, LOAD load, USE use)
+{
+    using value = decltype(load(0u));
+    for (uint32_t i0 = threadIdx.x; i0 < n; i0 += ROWS_BATCH * blockDim.x) {
+        value v[ROWS_BATCH] = {};
+#pragma unroll
+        for (int u = 0; u < ROWS_BATCH; u++)
+            if (i0 + u * blockDim.x < n)
+                v[u] = load(i0 + u * blockDim.x);
+#pragma unroll
+        for (int u = 0; u < ROWS_BATCH; u++)
+            if (i0 + u * blockDim.x < n)
+                use(i0 + u * blockDim.x, v[u]);
+    }
+}
+
 // yr = xr / sqrt(mean(xr^2) + eps) * w, as ops.c's bg_rmsnorm, by the
 // block's threads (each reads only the elements it owns before the
 // reduction, so a caller may have written them just before). Ends with
-// red free for the next call's writes only after a barrier. Each thread
-// takes its elements ROWS_BATCH at a time, loads first: a store between
-// two loads (yr may be xr) would make each a trip of its own.
+// red free for the next call's writes only after a barrier.
 __device__ __forceinline__ void bg_block_rmsnorm(float *yr, const float *xr, const float *w,
                                                  uint32_t n, float eps)
 {
     __shared__ double red[32];
     double sum = 0.0;
-    for (uint32_t i0 = threadIdx.x; i0 < n; i0 += ROWS_BATCH * blockDim.x) {
-        float a[ROWS_BATCH];
-#pragma unroll
-        for (int u = 0; u < ROWS_BATCH; u++) {
-            const uint32_t i = i0 + u * blockDim.x;
-            a[u] = i < n ? xr[i] : 0.0f;
-        }
-#pragma unroll
-        for (int u = 0; u < ROWS_BATCH; u++)
-            if (i0 + u * blockDim.x < n)
-                sum += (double)(a[u] * a[u]);
-    }
+    bg_block_batched(
+        n, [&](uint32_t i) { return xr[i]; },
+        [&](uint32_t, float a) { sum += (double)(a * a); });
     sum = bg_warp_sum_d(sum);
     if (threadIdx.x % 32 == 0)
         red[threadIdx.x / 32] = sum;
@@ -43,21 +55,9 @@ __device__ __forceinline__ void bg_block_rmsnorm(float *yr, const float *xr, con
         total += red[k];
     const float mean = (float)(total / (double)n);
     const float scale = 1.0f / sqrtf(mean + eps);
-    for (uint32_t i0 = threadIdx.x; i0 < n; i0 += ROWS_BATCH * blockDim.x) {
-        float a[ROWS_BATCH], b[ROWS_BATCH];
-#pragma unroll
-        for (int u = 0; u < ROWS_BATCH; u++) {
-            const uint32_t i = i0 + u * blockDim.x;
-            a[u] = i < n ? xr[i] : 0.0f;
-            b[u] = i < n && w ? w[i] : 1.0f;
-        }
-#pragma unroll
-        for (int u = 0; u < ROWS_BATCH; u++) {
-            const uint32_t i = i0 + u * blockDim.x;
-            if (i < n)
-                yr[i] = w ? (a[u] * scale) * b[u] : a[u] * scale;
-        }
-    }
+    bg_block_batched(
+        n, [&](uint32_t i) { return make_float2(xr[i], w ? w[i] : 1.0f); },
+        [&](uint32_t i, float2 a) { yr[i] = w ? (a.x * scale) * a.y : a.x * scale; });
 }
 
 // Row r of n (contiguous rows): x += y, then xn = rmsnorm(x) * w, coded
@@ -68,24 +68,9 @@ __device__ __forceinline__ void bg_block_add_rmsnorm(float *x, const float *y, f
 {
     float *xr = x + (size_t)r * n, *xnr = xn + (size_t)r * n;
     const float *yr = y + (size_t)r * n;
-    // ROWS_BATCH elements a thread at a time, their loads issued together:
-    // one block does this after a product, and one load after another
-    // would cost a trip to L2 each (a decode step's row: 16 trips)
-    for (uint32_t i0 = threadIdx.x; i0 < n; i0 += ROWS_BATCH * blockDim.x) {
-        float a[ROWS_BATCH], b[ROWS_BATCH];
-#pragma unroll
-        for (int u = 0; u < ROWS_BATCH; u++) {
-            const uint32_t i = i0 + u * blockDim.x;
-            a[u] = i < n ? xr[i] : 0.0f;
-            b[u] = i < n ? __ldcg(yr + i) : 0.0f;
-        }
-#pragma unroll
-        for (int u = 0; u < ROWS_BATCH; u++) {
-            const uint32_t i = i0 + u * blockDim.x;
-            if (i < n)
-                xr[i] = a[u] + b[u];
-        }
-    }
+    bg_block_batched(
+        n, [&](uint32_t i) { return make_float2(xr[i], __ldcg(yr + i)); },
+        [&](uint32_t i, float2 a) { xr[i] = a.x + a.y; });
     bg_block_rmsnorm(xnr, xr, w, n, eps);
     bg_block_code_after(xnr, n, xq, r);
 }

@@ -74,6 +74,10 @@ struct dim3 {
     unsigned x, y, z;
     constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
 };
+struct float2 {
+    float x, y;
+};
+inline float2 make_float2(float x, float y) { return float2{x, y}; }
 struct float4 {
     float x, y, z, w;
 };
@@ -245,11 +249,13 @@ launcher<P...> make_launcher(dim3 grid, dim3 block, size_t shmem, cudaStream_t s
 
 namespace bg_emu {
 [[noreturn]] void misaligned(const void *p, size_t align, const char *file, int line);
-// The device's alignment of a load's type: 16 for the vector types.
+// The device's alignment of a load's type: the vector types' own.
 template <typename T> constexpr size_t device_align()
 {
     using U = typename std::remove_cv<T>::type;
-    return std::is_same<U, float4>::value || std::is_same<U, uint4>::value ? 16 : alignof(U);
+    return std::is_same<U, float4>::value || std::is_same<U, uint4>::value ? 16
+           : std::is_same<U, float2>::value                                ? 8
+                                                                             : alignof(U);
 }
 template <typename P> P aligned(const void *p, const char *file, int line)
 {
