@@ -478,17 +478,52 @@ print(int(sum(v for n, v in w.items() if n not in ("routed_experts", "token_embd
 } >> "$OUT/bench.md"
 # Where a decode step's time goes, kernel by kernel, when Nsight Compute
 # is on the machine (for the next round of work; no check depends on it):
-# each kernel of two decode steps timed alone (ncu replays it), summed by
-# kernel over the whole run; then the same with the fused tails off
-# (BRIGADE_CUDA_FUSE=0), which tells a kernel's own time from its tail's.
+# each kernel of a decode step timed alone (ncu replays it), summed by
+# kernel over the run; why the slowest kernels' warps wait; then the times
+# with the fused tails off (BRIGADE_CUDA_FUSE=0), which tells a kernel's
+# own time from its tail's. ncu's CSVs stay in $OUT for a closer look.
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
 # A decode step's kernels (300 launches, past the first 300: warm), each
-# timed alone by Nsight Compute, with the bytes it moved to and from DRAM,
-# its registers and its achieved occupancy: a kernel far under the card's
-# bandwidth with few bytes waits on latency, not memory.
-NCU_METRICS=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active
-ncu_table() { # title, then environment assignments for the run
-    title=$1; shift
+# timed alone by Nsight Compute, with the bytes it moved to and from DRAM
+# and L2, the instructions it ran, its registers and its achieved
+# occupancy: a kernel far under the card's bandwidth with few bytes waits
+# on latency, not memory; many instructions a byte say it computes.
+NCU_METRICS=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,smsp__inst_executed.sum,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active
+# ncu's CSV, long (a metric a row) or wide (--page raw: a launch a row),
+# as one dict of metrics per launch
+cat > "$WORK/ncu_csv.py" <<'PY'
+import csv
+
+def launches(path):
+    head, rows, by_id = None, [], {}
+    for r in csv.reader(open(path, errors="replace")):
+        if r and r[0] == "ID" and "Kernel Name" in r:
+            head = r
+            continue
+        if not head or len(r) != len(head) or not r[0].strip().isdigit():
+            continue  # ncu's own lines, or the units row of --page raw
+        d = dict(zip(head, r))
+        if "Metric Name" in head:
+            rec = by_id.setdefault(d["ID"], {"kernel": d["Kernel Name"], "shape": d["Grid Size"] + " x " + d["Block Size"]})
+            rec[d["Metric Name"]] = num(d["Metric Value"])
+        else:
+            rec = {"kernel": d["Kernel Name"], "shape": d.get("Grid Size", "") + " x " + d.get("Block Size", "")}
+            for k, v in d.items():
+                rec[k] = num(v)
+            rows.append(rec)
+    return rows + list(by_id.values())
+
+def num(v):
+    try:
+        return float(v.replace(",", ""))
+    except ValueError:
+        return v
+
+def name(rec):
+    return rec["kernel"].split("(")[0].replace("void ", "")[:44]
+PY
+ncu_table() { # title, CSV name under $OUT, then environment assignments for the run
+    title=$1 csv=$2; shift 2
     echo "### Decode kernels by GPU time (ncu, launches 301-600 of tg4 all on the GPU, each kernel timed alone$title)"
     echo
     if [ -n "${EMU:-}" ] || [ -z "$NCU" ]; then
@@ -497,9 +532,9 @@ ncu_table() { # title, then environment assignments for the run
         echo "skipped: past ${DEADLINE} s"
     elif env "$@" timeout 90 "$NCU" --clock-control none --metrics "$NCU_METRICS" --csv \
             --print-units base --launch-skip 300 --launch-count 300 \
-            "$B" bench -m "$FULL" -p 0 -n 4 -r 1 -ngl 99 > "$WORK/ncu.csv" 2>>"$LOG"; then
+            "$B" bench -m "$FULL" -p 0 -n 4 -r 1 -ngl 99 > "$OUT/$csv" 2>>"$LOG"; then
         echo '```'
-        python3 "$WORK/ncu_table.py" "$WORK/ncu.csv"
+        python3 "$WORK/ncu_table.py" "$OUT/$csv"
         echo '```'
     else
         echo "ncu failed (see gpu-check.log)"
@@ -507,35 +542,91 @@ ncu_table() { # title, then environment assignments for the run
     echo
 }
 cat > "$WORK/ncu_table.py" <<'PY'
-import collections, csv, sys
-head, agg = None, collections.defaultdict(lambda: collections.defaultdict(float))
-shape = {}
-for r in csv.reader(open(sys.argv[1])):
-    if r and r[0] == "ID":
-        head = r
-    elif head and len(r) == len(head):
-        d = dict(zip(head, r))
-        k = d["Kernel Name"].split("(")[0][:44]
-        v = float(d["Metric Value"].replace(",", "") or 0)
-        agg[k][d["Metric Name"]] += v
-        if d["Metric Name"] == "gpu__time_duration.sum":
-            agg[k]["calls"] += 1
-        shape[k] = d["Grid Size"] + " x " + d["Block Size"]
-total = sum(a["gpu__time_duration.sum"] for a in agg.values()) / 1e3
-print("%9s %5s %8s %6s %8s %7s %4s %5s  %-44s %s" % ("us", "calls", "us/call", "share", "MB/call",
-      "GB/s", "regs", "occ%", "kernel", "grid x block"))
-for k, a in sorted(agg.items(), key=lambda kv: -kv[1]["gpu__time_duration.sum"])[:18]:
-    n, t = max(a["calls"], 1), a["gpu__time_duration.sum"]
+import collections, sys
+sys.path.insert(0, sys.argv[0].rsplit("/", 1)[0])
+from ncu_csv import launches, name
+agg, shape = collections.defaultdict(lambda: collections.defaultdict(float)), {}
+for rec in launches(sys.argv[1]):
+    k = name(rec)
+    for m, v in rec.items():
+        if isinstance(v, float):
+            agg[k][m] += v
+    agg[k]["calls"] += 1
+    shape[k] = rec["shape"]
+T = "gpu__time_duration.sum"
+total = sum(a[T] for a in agg.values()) / 1e3
+print("%9s %5s %8s %6s %8s %7s %8s %7s %4s %5s  %-44s %s" % ("us", "calls", "us/call", "share", "MB/call",
+      "GB/s", "L2 MB", "kinst", "regs", "occ%", "kernel", "grid x block"))
+for k, a in sorted(agg.items(), key=lambda kv: -kv[1][T])[:18]:
+    n, t = max(a["calls"], 1), a[T]
     mb = (a["dram__bytes_read.sum"] + a["dram__bytes_write.sum"]) / n / 1e6
-    print("%9.1f %5d %8.2f %5.1f%% %8.3f %7.1f %4d %5.1f  %-44s %s" % (
-        t / 1e3, n, t / 1e3 / n, 100 * t / 1e3 / total, mb, mb * 1e6 / max(t / n, 1e-9),
+    print("%9.1f %5d %8.2f %5.1f%% %8.3f %7.1f %8.3f %7.1f %4d %5.1f  %-44s %s" % (
+        t / 1e3, n, t / 1e3 / n, 100 * t / 1e3 / max(total, 1e-9), mb, mb * 1e6 / max(t / n, 1e-9),
+        a["lts__t_bytes.sum"] / n / 1e6, a["smsp__inst_executed.sum"] / n / 1e3,
         a["launch__registers_per_thread"] / n, a["sm__warps_active.avg.pct_of_peak_sustained_active"] / n,
         k, shape[k]))
 print("%9.1f us in all, %d kernels" % (total, sum(a["calls"] for a in agg.values())))
 PY
+# Why the slowest decode kernels wait: Nsight Compute's warp states for a
+# few warm launches of each (the WarpStateStats section), as the cycles a
+# warp spends per issued instruction in each stall reason, the largest
+# first: long_scoreboard is a load from memory, membar a fence, barrier a
+# __syncthreads, wait a fixed latency, lg_throttle too many loads queued.
+NCU_STALL_KERNELS='regex:k_expert_group|k_dn_recur|k_matmul|k_attn'
+ncu_stalls() {
+    echo "### Why decode kernels wait (ncu WarpStateStats, launches 61-120 of k_expert_group, k_dn_recur, k_matmul*, k_attn in tg4 all on the GPU)"
+    echo
+    if [ -n "${EMU:-}" ] || [ -z "$NCU" ]; then
+        echo "not run: no ncu on this machine"
+    elif [ "$(elapsed)" -gt "$DEADLINE" ]; then
+        echo "skipped: past ${DEADLINE} s"
+    elif timeout 90 "$NCU" --clock-control none --section WarpStateStats --section Occupancy \
+            --metrics gpu__time_duration.sum,smsp__inst_executed.sum --page raw --csv \
+            --print-units base -k "$NCU_STALL_KERNELS" --launch-skip 60 --launch-count 60 \
+            "$B" bench -m "$FULL" -p 0 -n 4 -r 1 -ngl 99 > "$OUT/ncu-stalls.csv" 2>>"$LOG"; then
+        echo '```'
+        python3 "$WORK/ncu_stalls.py" "$OUT/ncu-stalls.csv"
+        echo '```'
+    else
+        echo "ncu failed (see gpu-check.log)"
+    fi
+    echo
+}
+cat > "$WORK/ncu_stalls.py" <<'PY'
+import collections, re, sys
+sys.path.insert(0, sys.argv[0].rsplit("/", 1)[0])
+from ncu_csv import launches, name
+STALL = re.compile(r"smsp__average_warps?_issue_stalled_(\w+?)_per_issue_active\.ratio$")
+agg = collections.defaultdict(lambda: collections.defaultdict(float))
+for rec in launches(sys.argv[1]):
+    a = agg[name(rec)]
+    a["calls"] += 1
+    for m, v in rec.items():
+        if not isinstance(v, float):
+            continue
+        s = STALL.match(m)
+        if s:
+            a["stall " + s.group(1)] += v
+        elif m in ("gpu__time_duration.sum", "smsp__inst_executed.sum",
+                   "sm__warps_active.avg.pct_of_peak_sustained_active",
+                   "sm__maximum_warps_per_active_cycle_pct"):
+            a[m] += v
+if not agg:
+    sys.exit("no launches in " + sys.argv[1])
+print("%8s %7s %5s %5s  %-44s %s" % ("us/call", "kinst", "occ%", "theo%", "kernel", "stall cycles per issued instruction, largest first"))
+for k, a in sorted(agg.items(), key=lambda kv: -kv[1]["gpu__time_duration.sum"] / kv[1]["calls"]):
+    n = a["calls"]
+    stalls = sorted(((v / n, m[6:]) for m, v in a.items() if m.startswith("stall ")), reverse=True)
+    print("%8.2f %7.1f %5.1f %5.1f  %-44s %s" % (
+        a["gpu__time_duration.sum"] / n / 1e3, a["smsp__inst_executed.sum"] / n / 1e3,
+        a["sm__warps_active.avg.pct_of_peak_sustained_active"] / n,
+        a["sm__maximum_warps_per_active_cycle_pct"] / n, k,
+        " ".join("%s %.1f" % (m, v) for v, m in stalls[:6] if v >= 0.05) or "(no stall metrics)"))
+PY
 {
-    ncu_table "" BRIGADE_CUDA_FUSE=1
-    ncu_table ", fused tails off" BRIGADE_CUDA_FUSE=0
+    ncu_table "" ncu-fused.csv BRIGADE_CUDA_FUSE=1
+    ncu_stalls
+    ncu_table ", fused tails off" ncu-unfused.csv BRIGADE_CUDA_FUSE=0
 } >> "$OUT/bench.md"
 cat "$OUT/memory.md" >> "$MD"
 grep -q 'FAIL |$' "$OUT/memory.md" && failed=1

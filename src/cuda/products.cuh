@@ -413,15 +413,18 @@ __device__ __forceinline__ void bg_rows_dot_int_coding(const uint8_t *const rows
     bg_acc_zero<NR, 1>(acc);
     const uint64_t c = threadIdx.x % (uint32_t)lanes;
     const bool active = c < n_in / 32;
+    // the weights' loads first: their trip to memory overlaps x's and its
+    // coding instead of following them
+    int w[NR][8] = {}, a[8];
+    float s0[NR] = {}, s1[NR] = {}, m[NR] = {};
+    if (active && valid)
+#pragma unroll
+        for (int r = 0; r < NR; r++)
+            bg_int32<T>(rows[r], c, w[r], &s0[r], &s1[r], &m[r]);
     float v[32], da;
     bg_load32(x + c * 32, active, v);
     bg_code_act<bg_act<T>::kind>(v, active, v, &da); // in place: fewer registers
     if (active && valid) {
-        int w[NR][8], a[8];
-        float s0[NR], s1[NR], m[NR];
-#pragma unroll
-        for (int r = 0; r < NR; r++)
-            bg_int32<T>(rows[r], c, w[r], &s0[r], &s1[r], &m[r]);
         bg_pack_codes(v, (uint32_t *)a);
         bg_acc_chunk_int<NR, 1>(acc, 0, w, s0, s1, m, a, da);
     }
