@@ -522,17 +522,18 @@ def num(v):
 def name(rec):
     return rec["kernel"].split("(")[0].replace("void ", "")[:44]
 PY
-ncu_table() { # title, CSV name under $OUT, then environment assignments for the run
-    title=$1 csv=$2; shift 2
-    echo "### Decode kernels by GPU time (ncu, launches 301-600 of tg4 all on the GPU, each kernel timed alone$title)"
+ncu_table() { # title, CSV name under $OUT, the run's bench flags and ncu's launch window, then environment assignments
+    title=$1 csv=$2 run=$3 window=$4; shift 4
+    echo "### $title, each kernel timed alone by ncu"
     echo
+    # shellcheck disable=SC2086 # $window and $run are lists of flags
     if [ -n "${EMU:-}" ] || [ -z "$NCU" ]; then
         echo "not run: no ncu on this machine"
     elif [ "$(elapsed)" -gt "$DEADLINE" ]; then
         echo "skipped: past ${DEADLINE} s"
     elif env "$@" timeout 90 "$NCU" --clock-control none --metrics "$NCU_METRICS" --csv \
-            --print-units base --launch-skip 300 --launch-count 300 \
-            "$B" bench -m "$FULL" -p 0 -n 4 -r 1 -ngl 99 > "$OUT/$csv" 2>>"$LOG"; then
+            --print-units base $window "$B" bench -m "$FULL" $run -r 1 -ngl 99 \
+            > "$OUT/$csv" 2>>"$LOG"; then
         echo '```'
         python3 "$WORK/ncu_table.py" "$OUT/$csv"
         echo '```'
@@ -623,10 +624,18 @@ for k, a in sorted(agg.items(), key=lambda kv: -kv[1]["gpu__time_duration.sum"] 
         a["sm__maximum_warps_per_active_cycle_pct"] / n, k,
         " ".join("%s %.1f" % (m, v) for v, m in stalls[:6] if v >= 0.05) or "(no stall metrics)"))
 PY
+DECODE_RUN="-p 0 -n 4" DECODE_WINDOW="--launch-skip 300 --launch-count 300"
+# a prefill's: past the first layers of the warm-up's micro-batch of 512
+# tokens; the warm-up and the counted run launch the same kernels
+PREFILL_RUN="-p 512 -n 0" PREFILL_WINDOW="--launch-skip 450 --launch-count 450"
 {
-    ncu_table "" ncu-fused.csv BRIGADE_CUDA_FUSE=1
+    ncu_table "Decode kernels by GPU time: launches 301-600 of tg4 all on the GPU" \
+        ncu-fused.csv "$DECODE_RUN" "$DECODE_WINDOW" BRIGADE_CUDA_FUSE=1
     ncu_stalls
-    ncu_table ", fused tails off" ncu-unfused.csv BRIGADE_CUDA_FUSE=0
+    ncu_table "Prefill kernels by GPU time: launches 451-900 of pp512 all on the GPU" \
+        ncu-prefill.csv "$PREFILL_RUN" "$PREFILL_WINDOW" BRIGADE_CUDA_FUSE=1
+    ncu_table "Decode kernels by GPU time, fused tails off: launches 301-600 of tg4" \
+        ncu-unfused.csv "$DECODE_RUN" "$DECODE_WINDOW" BRIGADE_CUDA_FUSE=0
 } >> "$OUT/bench.md"
 cat "$OUT/memory.md" >> "$MD"
 grep -q 'FAIL |$' "$OUT/memory.md" && failed=1

@@ -872,6 +872,7 @@ struct bg_dn_fused {
 enum { DN_WARPS = 4, DN_RPW = 4, DN_ROWS = DN_WARPS * DN_RPW, DN_MAX_PER_LANE = 8, DN_CHUNK = 8 };
 enum { DN_TAIL_TOKENS = 4 }; // the most tokens k_dn_recur convolves and norms itself
 static_assert((int)DN_TAIL_TOKENS <= (int)DN_CHUNK, "a decode step is one chunk");
+static_assert((int)DN_CHUNK <= (int)DN_WARPS * 32, "a thread stages a token's gates");
 
 // A warp's DN_RPW state rows (rows: the first, S floats each) from
 // registers to memory (store) or back; lane l holds elements l, l + 32, ...
@@ -905,11 +906,24 @@ __global__ void __launch_bounds__(DN_WARPS * 32)
     const uint32_t h = blockIdx.x, lane = threadIdx.x % 32, w = threadIdx.x / 32, per = S / 32;
     const uint32_t r0 = blockIdx.y * DN_ROWS + w * DN_RPW, key_dim = S * Hk;
     const float scale = 1.0f / sqrtf((float)S);
+    // the first token's state rows are loaded first: their trip to memory
+    // overlaps the first chunk's staging (and a decode step's convolution)
+    // instead of following it
     float m[DN_RPW][DN_MAX_PER_LANE];
-    uint32_t seq = UINT32_MAX;
+    uint32_t seq = n_tok ? tok_seq[0] : UINT32_MAX;
+    if (n_tok)
+        bg_dn_rows_move(m, ssm + seq * ssm_seq + ((size_t)h * S + r0) * S, S, false);
+    const float dt_h = dt[h], a_h = a_log[h];
     for (uint32_t t0 = 0; t0 < n_tok; t0 += DN_CHUNK) {
         const uint32_t nt = n_tok - t0 < (uint32_t)DN_CHUNK ? n_tok - t0 : (uint32_t)DN_CHUNK;
         __syncthreads(); // the previous chunk is used up
+        // thread i < nt's token's gates, loaded now and used after the
+        // staging, for the same reason
+        float gate_b = 0.0f, gate_a = 0.0f;
+        if (threadIdx.x < nt) {
+            const float *row = heads + (size_t)(t0 + threadIdx.x) * 2 * Hv;
+            gate_b = row[h], gate_a = row[Hv + h];
+        }
         if (f.counter) { // the only chunk (n_tok <= DN_TAIL_TOKENS)
             const uint32_t qc = (h % Hk) * S, vc = 2 * key_dim + h * S + blockIdx.y * DN_ROWS;
             for (uint32_t j = threadIdx.x; j < S; j += blockDim.x) {
@@ -936,10 +950,9 @@ __global__ void __launch_bounds__(DN_WARPS * 32)
                                                     2 * key_dim + (size_t)h * S +
                                                     blockIdx.y * DN_ROWS + i % DN_ROWS];
         }
-        for (uint32_t i = threadIdx.x; i < nt; i += blockDim.x) {
-            const float *row = heads + (size_t)(t0 + i) * 2 * Hv;
-            sbeta[i] = bg_sigmoid(row[h]);
-            sg[i] = expf(bg_softplus(row[Hv + h] + dt[h]) * a_log[h]);
+        if (threadIdx.x < nt) {
+            sbeta[threadIdx.x] = bg_sigmoid(gate_b);
+            sg[threadIdx.x] = expf(bg_softplus(gate_a + dt_h) * a_h);
         }
         __syncthreads();
         for (uint32_t i = 0; i < nt; i++) {
