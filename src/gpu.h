@@ -88,9 +88,13 @@ typedef struct bg_gpu_moe_args {
 } bg_gpu_moe_args;
 
 /* The MoE's grouping of n_slots (token, rank) slots by expert: offsets
- * [n_expert + 1], the count of experts chosen, their list [n_expert], then
- * the slots sorted by expert [n_slots]. */
-#define BG_GPU_MOE_GROUP_INTS(n_slots, n_expert) ((uint64_t)(n_slots) + 2 * (uint64_t)(n_expert) + 2)
+ * [n_expert + 1], the count of experts chosen, their list [n_expert], the
+ * offset of each chosen one's group [n_expert + 1] (the last: n_slots) and
+ * its group's first slot [n_expert], then the slots sorted by expert
+ * [n_slots]. The lists by rank among the experts chosen give a block of
+ * the experts' products its expert, its slots and its first input at
+ * once, instead of one after another. */
+#define BG_GPU_MOE_GROUP_INTS(n_slots, n_expert) ((uint64_t)(n_slots) + 4 * (uint64_t)(n_expert) + 3)
 
 /* Bytes of one token's activations coded for integer products over rows
  * of n_in: int8 codes, a float scale per 32, padded to 16 bytes.

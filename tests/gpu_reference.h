@@ -438,17 +438,22 @@ static int m_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float *qkv, cons
 static void m_group(const int32_t *chosen, uint32_t n_slots, uint32_t n_expert, int32_t *groups)
 {
     int32_t *offsets = groups, *n_active = groups + n_expert + 1, *active = n_active + 1;
-    int32_t *sorted = active + n_expert, at = 0;
+    int32_t *rank_first = active + n_expert, *rank_slot = rank_first + n_expert + 1;
+    int32_t *sorted = rank_slot + n_expert, at = 0;
     *n_active = 0;
     for (uint32_t e = 0; e < n_expert; e++) {
         offsets[e] = at;
         for (uint32_t s = 0; s < n_slots; s++)
             if (chosen[s] == (int32_t)e)
                 sorted[at++] = (int32_t)s;
-        if (at > offsets[e])
+        if (at > offsets[e]) {
+            rank_first[*n_active] = offsets[e];
+            rank_slot[*n_active] = sorted[offsets[e]];
             active[(*n_active)++] = (int32_t)e;
+        }
     }
     offsets[n_expert] = at;
+    rank_first[*n_active] = at;
 }
 
 static int m_route(bg_gpu *g, const bg_gpu_proj *r, uint64_t n_in, const float *x,
@@ -492,7 +497,7 @@ static int m_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *xn, const uin
 {
     (void)xq;
     const uint32_t K = a->n_used, E = a->n_embd, F = a->n_ff, n_expert = a->n_expert;
-    const int32_t *offsets = groups, *sorted = groups + 2 * n_expert + 2;
+    const int32_t *offsets = groups, *sorted = groups + 4 * n_expert + 3;
     float *up = malloc(F * sizeof *up);
     if (!up)
         return -1;

@@ -593,16 +593,23 @@ static int cmp_i32(const void *a, const void *b)
 }
 
 /* Two groupings of n_slots slots by expert (BG_GPU_MOE_GROUP_INTS) agree:
- * the same offsets and experts chosen, and each group the same slots in
- * any order (dev's groups are sorted in place). */
+ * the same offsets, experts chosen and their groups' offsets, each group
+ * the same slots in any order (dev's groups are sorted in place), and
+ * dev's first slot of each group the one it filed first. */
 static bool same_grouping(int32_t *dev_groups, const int32_t *ref, uint32_t n_slots,
                           uint32_t n_expert)
 {
-    const uint32_t head = 2 * n_expert + 2;
+    const uint32_t active = n_expert + 2, rank_first = active + n_expert;
+    const uint32_t rank_slot = rank_first + n_expert + 1, head = rank_slot + n_expert;
+    const int32_t n_active = ref[n_expert + 1];
     if (memcmp(dev_groups, ref, (n_expert + 2) * sizeof(int32_t)) != 0 ||
-        memcmp(dev_groups + n_expert + 2, ref + n_expert + 2,
-               (size_t)ref[n_expert + 1] * sizeof(int32_t)) != 0)
+        memcmp(dev_groups + active, ref + active, (size_t)n_active * sizeof(int32_t)) != 0 ||
+        memcmp(dev_groups + rank_first, ref + rank_first,
+               (size_t)(n_active + 1) * sizeof(int32_t)) != 0)
         return false;
+    for (int32_t r = 0; r < n_active; r++)
+        if (dev_groups[rank_slot + r] != dev_groups[head + dev_groups[rank_first + r]])
+            return false;
     for (uint32_t e = 0; e < n_expert; e++) {
         int32_t *g = dev_groups + head + ref[e];
         qsort(g, (size_t)(ref[e + 1] - ref[e]), sizeof *g, cmp_i32);

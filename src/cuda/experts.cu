@@ -33,23 +33,34 @@ __device__ __forceinline__ size_t bg_egroup_xrow(int32_t slot, uint32_t n_routed
 
 // The blockIdx.y-th expert chosen (the last blockIdx.y: the shared expert,
 // when set): its matrices, and the range [first, end) of the slots filed
-// under it (slot(i): the i-th).
+// under it (slot(i): the i-th). Read from the lists by rank, so the rows
+// and the first input are two trips away (the count of experts chosen,
+// then these), not four.
 struct bg_expert_pick {
     const uint8_t *w[2];
     int32_t first, end;
+    int32_t first_slot;    // slot(first), known without a trip to sorted
     const int32_t *sorted; // the routed slots by expert (route's grouping)
     int32_t n_routed;      // NULL sorted: the shared expert's slots follow these
-    __device__ int32_t slot(int32_t i) const { return sorted ? sorted[i] : n_routed + i; }
+    __device__ int32_t slot(int32_t i) const
+    {
+        return !sorted ? n_routed + i : i == first ? first_slot : sorted[i];
+    }
+    // the same from the list alone (a register fewer where slots are many)
+    __device__ int32_t listed_slot(int32_t i) const { return sorted ? sorted[i] : n_routed + i; }
 };
 __device__ __forceinline__ bg_expert_pick bg_pick_expert(const bg_egroup &p, bool shared)
 {
     if (shared)
-        return {{p.shared[0], p.shared[1]}, 0, (int32_t)p.n_shared, NULL, (int32_t)p.n_routed};
-    const int32_t *offsets = p.groups, *active = p.groups + p.n_expert + 2;
-    const int32_t e = active[blockIdx.y];
+        return {{p.shared[0], p.shared[1]}, 0, (int32_t)p.n_shared, (int32_t)p.n_routed, NULL,
+                (int32_t)p.n_routed};
+    const int32_t *active = p.groups + p.n_expert + 2;
+    const int32_t *rank_first = active + p.n_expert, *rank_slot = rank_first + p.n_expert + 1;
+    const uint32_t r = blockIdx.y;
+    const int32_t e = active[r];
     const uint64_t at = (uint64_t)e * p.expert_bytes;
-    return {{p.w[0] + at, p.w[1] + at}, offsets[e], offsets[e + 1], active + p.n_expert,
-            (int32_t)p.n_routed};
+    return {{p.w[0] + at, p.w[1] + at}, rank_first[r], rank_first[r + 1], rank_slot[r],
+            rank_slot + p.n_expert, (int32_t)p.n_routed};
 }
 
 // Rows o of the matrices of the blockIdx.y-th expert chosen (the last
@@ -142,9 +153,12 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_expert_group_mma(const bg_egr
         bg_mma_rows<T, NR, EG_MMA_NG>(
             pick.w, o0, p.n_out, p.n_in, nt,
             [&](int i) {
-                return p.xq + bg_egroup_xrow(pick.slot(i0 + i), p.n_routed, p.x_div) * qs;
+                return p.xq +
+                       bg_egroup_xrow(pick.listed_slot(i0 + i), p.n_routed, p.x_div) * qs;
             },
-            [&](int i, uint64_t o, float v) { p.y[(size_t)pick.slot(i0 + i) * p.ys + o] = v; });
+            [&](int i, uint64_t o, float v) {
+                p.y[(size_t)pick.listed_slot(i0 + i) * p.ys + o] = v;
+            });
     }
 }
 

@@ -739,8 +739,9 @@ __device__ __forceinline__ void bg_warp_route(const float *l, uint32_t n_expert,
 }
 
 // The slots grouped by expert (the layout of BG_GPU_MOE_GROUP_INTS), by one
-// block: it counts each expert's slots, lists the experts chosen, and
-// files every slot under its expert. The order of the slots inside a group
+// block: it counts each expert's slots, lists the experts chosen with
+// their groups' offsets, files every slot under its expert, then lists
+// each group's first slot. The order of the slots inside a group
 // is not fixed, and need not be: each slot's dot products are its own.
 // cursor: n_expert ints of shared memory. The block's writes of chosen are
 // visible (after a barrier).
@@ -749,7 +750,8 @@ __device__ __forceinline__ void bg_block_group(const int32_t *chosen, uint32_t n
                                                int32_t *cursor)
 {
     int32_t *offsets = groups, *n_active = groups + n_expert + 1, *active = n_active + 1;
-    int32_t *sorted = active + n_expert;
+    int32_t *rank_first = active + n_expert, *rank_slot = rank_first + n_expert + 1;
+    int32_t *sorted = rank_slot + n_expert;
     for (uint32_t e = threadIdx.x; e < n_expert; e += blockDim.x)
         cursor[e] = 0;
     __syncthreads();
@@ -785,16 +787,21 @@ __device__ __forceinline__ void bg_block_group(const int32_t *chosen, uint32_t n
         offsets[e] = at;
         cursor[e] = at;
         if (count)
-            active[n++] = (int32_t)e;
+            rank_first[n] = at, active[n++] = (int32_t)e;
         at += count;
     }
     if (threadIdx.x == blockDim.x - 1) { // the last run ends where every slot has
         offsets[n_expert] = at;
+        rank_first[n] = at;
         *n_active = n;
     }
     __syncthreads();
     for (uint32_t s = threadIdx.x; s < n_slots; s += blockDim.x)
         sorted[atomicAdd(&cursor[chosen[s]], 1)] = (int32_t)s;
+    __syncthreads(); // every slot filed: each group's first
+    const int32_t n_chosen = *n_active;
+    for (int32_t r = (int32_t)threadIdx.x; r < n_chosen; r += (int32_t)blockDim.x)
+        rank_slot[r] = sorted[rank_first[r]];
 }
 
 // Tokens [t0, t_end) routed over their logits (rows of n_expert), a warp
