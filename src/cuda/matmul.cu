@@ -397,18 +397,18 @@ __global__ void __launch_bounds__(ROUTE_WARPS * 32)
             int32_t *chosen, float *chosen_w, int32_t *groups)
 {
     BG_KERNEL_ENTRY();
-    BG_DYNAMIC_SHARED(int32_t, cursor); // [n_expert] when grouping
+    BG_DYNAMIC_SHARED(int32_t, shared); // bg_group_shared_bytes when grouping
     const uint32_t t0 = blockIdx.x * ROUTE_WARPS;
     const uint32_t t_end = n_tok - t0 < (uint32_t)ROUTE_WARPS ? n_tok : t0 + ROUTE_WARPS;
-    bg_block_route(logits, t0, t_end, n_tok, n_expert, k_used, chosen, chosen_w, groups, cursor);
+    bg_block_route(logits, t0, t_end, n_tok, n_expert, k_used, chosen, chosen_w, groups, shared);
 }
 
 __global__ void k_group(const int32_t *chosen, uint32_t n_slots, uint32_t n_expert,
                         int32_t *groups)
 {
     BG_KERNEL_ENTRY();
-    BG_DYNAMIC_SHARED(int32_t, cursor); // [n_expert]
-    bg_block_group(chosen, n_slots, n_expert, groups, cursor);
+    BG_DYNAMIC_SHARED(int32_t, shared); // bg_group_shared_bytes
+    bg_block_group(chosen, n_slots, n_expert, groups, shared);
 }
 
 // The router's product, then the routing: in the product's last block for
@@ -441,14 +441,15 @@ extern "C" int bg_cuda_route(bg_gpu *g, const bg_gpu_proj *router, uint64_t n_in
         return 0;
     const uint32_t blocks = (n_tok + ROUTE_WARPS - 1) / ROUTE_WARPS;
     int32_t *groups_here = blocks == 1 ? d_groups : NULL;
-    BG_LAUNCH(blocks, ROUTE_WARPS * 32, groups_here ? n_expert * sizeof(int32_t) : 0, g->stream,
-              k_route)(logits, n_tok, n_expert, n_used, d_chosen, d_chosen_w, groups_here);
+    const size_t shmem = groups_here ? bg_group_shared_bytes(n_expert) : 0;
+    BG_LAUNCH(blocks, ROUTE_WARPS * 32, shmem, g->stream, k_route)(
+        logits, n_tok, n_expert, n_used, d_chosen, d_chosen_w, groups_here);
     if (bg_cuda_launched(g, "routing"))
         return -1;
     if (!d_groups || groups_here)
         return 0;
-    BG_LAUNCH(1, 1024, n_expert * sizeof(int32_t), g->stream, k_group)(d_chosen, n_tok * n_used,
-                                                                 n_expert, d_groups);
+    BG_LAUNCH(1, 1024, bg_group_shared_bytes(n_expert), g->stream, k_group)(
+        d_chosen, n_tok * n_used, n_expert, d_groups);
     return bg_cuda_launched(g, "grouping the experts' tokens");
 }
 

@@ -741,17 +741,24 @@ __device__ __forceinline__ void bg_warp_route(const float *l, uint32_t n_expert,
 // The slots grouped by expert (the layout of BG_GPU_MOE_GROUP_INTS), by one
 // block: it counts each expert's slots, lists the experts chosen with
 // their groups' offsets, files every slot under its expert, then lists
-// each group's first slot. The order of the slots inside a group
-// is not fixed, and need not be: each slot's dot products are its own.
-// cursor: n_expert ints of shared memory. The block's writes of chosen are
+// each group's first slot as it files it. The order of the slots inside
+// a group is not fixed, and need not be: each slot's dot products are its
+// own. shared: bg_group_shared_bytes. The block's writes of chosen are
 // visible (after a barrier).
+static inline size_t bg_group_shared_bytes(uint32_t n_expert)
+{
+    return 3 * (size_t)n_expert * sizeof(int32_t);
+}
 __device__ __forceinline__ void bg_block_group(const int32_t *chosen, uint32_t n_slots,
                                                uint32_t n_expert, int32_t *groups,
-                                               int32_t *cursor)
+                                               int32_t *shared)
 {
     int32_t *offsets = groups, *n_active = groups + n_expert + 1, *active = n_active + 1;
     int32_t *rank_first = active + n_expert, *rank_slot = rank_first + n_expert + 1;
     int32_t *sorted = rank_slot + n_expert;
+    // per expert: its count of slots, then of those filed; its group's
+    // offset; its rank among the experts chosen
+    int32_t *cursor = shared, *base = cursor + n_expert, *rank_of = base + n_expert;
     for (uint32_t e = threadIdx.x; e < n_expert; e += blockDim.x)
         cursor[e] = 0;
     __syncthreads();
@@ -782,12 +789,12 @@ __device__ __forceinline__ void bg_block_group(const int32_t *chosen, uint32_t n
     int32_t at = slots_to - slots, n = experts_to - experts;
     for (uint32_t w = 0; w < threadIdx.x / 32; w++)
         at += warp_slots[w], n += warp_experts[w];
-    for (uint32_t e = e0; e < e1; e++) { // the thread's own experts' cursors only
+    for (uint32_t e = e0; e < e1; e++) { // the thread's own experts' entries only
         const int32_t count = cursor[e];
-        offsets[e] = at;
-        cursor[e] = at;
+        offsets[e] = base[e] = at;
+        cursor[e] = 0;
         if (count)
-            rank_first[n] = at, active[n++] = (int32_t)e;
+            rank_of[e] = n, rank_first[n] = at, active[n++] = (int32_t)e;
         at += count;
     }
     if (threadIdx.x == blockDim.x - 1) { // the last run ends where every slot has
@@ -796,21 +803,21 @@ __device__ __forceinline__ void bg_block_group(const int32_t *chosen, uint32_t n
         *n_active = n;
     }
     __syncthreads();
-    for (uint32_t s = threadIdx.x; s < n_slots; s += blockDim.x)
-        sorted[atomicAdd(&cursor[chosen[s]], 1)] = (int32_t)s;
-    __syncthreads(); // every slot filed: each group's first
-    const int32_t n_chosen = *n_active;
-    for (int32_t r = (int32_t)threadIdx.x; r < n_chosen; r += (int32_t)blockDim.x)
-        rank_slot[r] = sorted[rank_first[r]];
+    for (uint32_t s = threadIdx.x; s < n_slots; s += blockDim.x) {
+        const int32_t e = chosen[s], i = atomicAdd(&cursor[e], 1);
+        sorted[base[e] + i] = (int32_t)s;
+        if (i == 0)
+            rank_slot[rank_of[e]] = (int32_t)s;
+    }
 }
 
 // Tokens [t0, t_end) routed over their logits (rows of n_expert), a warp
 // each, and, when groups is set, the slots of all n_tok tokens grouped
-// by this block (cursor: n_expert ints of shared memory).
+// by this block (shared: bg_group_shared_bytes).
 __device__ __forceinline__ void bg_block_route(const float *logits, uint32_t t0, uint32_t t_end,
                                                uint32_t n_tok, uint32_t n_expert,
                                                uint32_t k_used, int32_t *chosen, float *chosen_w,
-                                               int32_t *groups, int32_t *cursor)
+                                               int32_t *groups, int32_t *shared)
 {
     for (uint32_t t = t0 + threadIdx.x / 32; t < t_end; t += blockDim.x / 32)
         bg_warp_route(logits + (size_t)t * n_expert, n_expert, k_used, chosen + t * k_used,
@@ -818,7 +825,7 @@ __device__ __forceinline__ void bg_block_route(const float *logits, uint32_t t0,
     if (!groups)
         return;
     __syncthreads();
-    bg_block_group(chosen, n_tok * k_used, n_expert, groups, cursor);
+    bg_block_group(chosen, n_tok * k_used, n_expert, groups, shared);
 }
 
 // What a product's last block does once every block has written its rows,
@@ -844,7 +851,7 @@ struct bg_tail {
 // The dynamic shared memory a tail needs.
 static inline size_t bg_tail_shared_bytes(const bg_tail &t)
 {
-    return t.kind == TAIL_ROUTE && t.groups ? (size_t)t.n * sizeof(int32_t) : 0;
+    return t.kind == TAIL_ROUTE && t.groups ? bg_group_shared_bytes(t.n) : 0;
 }
 
 // Called by every thread of every block, last. TAIL is the kernel's, so
@@ -855,9 +862,9 @@ template <int TAIL> __device__ __forceinline__ void bg_tail_finish(const bg_tail
         if (!bg_block_arrives_last(t.counter, (int)(gridDim.x * gridDim.y * gridDim.z)))
             return;
         if constexpr (TAIL == TAIL_ROUTE) {
-            BG_DYNAMIC_SHARED(int32_t, cursor);
+            BG_DYNAMIC_SHARED(int32_t, shared);
             bg_block_route(t.y, 0, t.n_tok, t.n_tok, t.n, t.n_used, t.chosen, t.chosen_w,
-                           t.groups, cursor);
+                           t.groups, shared);
         } else {
             for (uint32_t r = 0; r < t.n_tok; r++) {
                 __syncthreads(); // the previous row's shared sums are read

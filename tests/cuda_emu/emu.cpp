@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <deque>
 #include <map>
@@ -74,7 +75,7 @@ unsigned set, n_fibers, running;
 uint8_t *stacks;                       // SETS * MAX_THREADS stacks, mapped once
 const std::function<void()> *body;     // the kernel of the block running
 uint64_t slots[MAX_THREADS / 32][2][32]; // each warp's shuffle exchange, two buffers
-uint8_t *dyn_shared;                   // MAX_SHARED bytes, mapped once
+uint8_t *dyn_shared;                   // MAX_SHARED bytes, mapped once, then a page unmapped
 size_t dyn_shared_bytes;
 
 [[noreturn]] void die(const char *what);
@@ -261,7 +262,7 @@ void run_block(dim3 grid, dim3 block, uint3 bid)
 {
     n_fibers = block.x * block.y * block.z;
     race::fresh_shared();
-    memset(dyn_shared, 0xFF, dyn_shared_bytes); // NaN until written
+    memset(bg_emu::dynamic_shared(), 0xFF, dyn_shared_bytes); // NaN until written
     for (unsigned i = 0; i < n_fibers; i++) {
         fiber *f = &fibers[i];
         f->ids.thread = uint3{i % block.x, i / block.x % block.y, i / (block.x * block.y)};
@@ -439,16 +440,24 @@ void get_lane(unsigned from, unsigned buffer, void *v, size_t bytes)
     copy_small(v, &slots[running / 32][buffer][from], bytes);
 }
 
-void *dynamic_shared(void) { return dyn_shared; }
+// The launch's bytes end where the mapping does: a kernel that reads or
+// writes past what its launch asked for faults at the page after (sizes
+// rounded up to 16, the alignment it gets).
+void *dynamic_shared(void)
+{
+    return dyn_shared + MAX_SHARED - ((dyn_shared_bytes + 15) & ~(size_t)15);
+}
 
 static void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<void()> &kernel)
 {
     if (!stacks) {
         void *p = mmap(NULL, (size_t)SETS * MAX_THREADS * STACK_BYTES, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        void *d = mmap(NULL, MAX_SHARED, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                       -1, 0);
-        if (p == MAP_FAILED || d == MAP_FAILED)
+        const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        void *d = mmap(NULL, MAX_SHARED + page, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED || d == MAP_FAILED ||
+            mprotect((uint8_t *)d + MAX_SHARED, page, PROT_NONE))
             die("no memory for the thread stacks or the shared memory");
         stacks = (uint8_t *)p;
         dyn_shared = (uint8_t *)d;
