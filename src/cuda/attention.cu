@@ -733,21 +733,22 @@ __device__ __forceinline__ void bg_dn_conv_channel(const float *qkv, size_t q_wi
 }
 
 // What bg_dn_conv_channel leaves in the convolution state of channels
-// [0, n_ch), without the convolution, by the block's threads: each
+// [c_first, c_end), without the convolution, by the block's threads: each
 // sequence's history moved past its tokens (consecutive, as a decode
 // step's are), the last K - 1 of its old history and its inputs. A
 // thread's DN_MOVE_CHANNELS channels at a time, loads first: one channel
 // after another would cost a trip to memory each.
 enum { DN_MOVE_CHANNELS = 8 };
 __device__ __forceinline__ void bg_dn_hist_advance(const float *qkv, size_t q_width,
-                                                   uint32_t n_ch, float *conv, uint64_t conv_seq,
-                                                   const uint32_t *tok_seq, uint32_t K,
-                                                   uint32_t n_tok)
+                                                   uint32_t c_first, uint32_t c_end, float *conv,
+                                                   uint64_t conv_seq, const uint32_t *tok_seq,
+                                                   uint32_t K, uint32_t n_tok)
 {
     bg_seq_runs(tok_seq, n_tok, [&](uint32_t t0, uint32_t t1, uint32_t seq) {
         const uint32_t nt = t1 - t0;
         float *state = conv + seq * conv_seq;
-        for (uint32_t c0 = threadIdx.x; c0 < n_ch; c0 += DN_MOVE_CHANNELS * blockDim.x) {
+        for (uint32_t c0 = c_first + threadIdx.x; c0 < c_end;
+             c0 += DN_MOVE_CHANNELS * blockDim.x) {
             float h[DN_MOVE_CHANNELS][DN_MAX_CONV - 1];
 #pragma unroll
             for (uint32_t i = 0; i < DN_MOVE_CHANNELS; i++) {
@@ -755,7 +756,7 @@ __device__ __forceinline__ void bg_dn_hist_advance(const float *qkv, size_t q_wi
 #pragma unroll
                 for (uint32_t j = 0; j + 1 < DN_MAX_CONV; j++) {
                     const uint32_t m = j + nt; // in [old history, inputs]
-                    h[i][j] = c >= n_ch || j + 1 >= K ? 0.0f
+                    h[i][j] = c >= c_end || j + 1 >= K ? 0.0f
                               : m + 1 < K      ? state[(size_t)c * (K - 1) + m]
                                                : qkv[(size_t)(t0 + m - (K - 1)) * q_width + c];
                 }
@@ -765,7 +766,7 @@ __device__ __forceinline__ void bg_dn_hist_advance(const float *qkv, size_t q_wi
                 const uint32_t c = c0 + i * blockDim.x;
 #pragma unroll
                 for (uint32_t j = 0; j + 1 < DN_MAX_CONV; j++)
-                    if (c < n_ch && j + 1 < K)
+                    if (c < c_end && j + 1 < K)
                         state[(size_t)c * (K - 1) + j] = h[i][j];
             }
         }
@@ -804,50 +805,58 @@ __global__ void k_dn_conv_l2(float *qkv, size_t q_width, const float *w, float *
 
 enum { DN_NORM_PER_LANE = 8 }; // a head's values per lane: heads of up to 256
 
-// The gated norm per value head of token t, rmsnorm(o) * w * silu(z), a
-// warp per head; then the token's row coded for the out projection (aq
-// set: Hv * S a multiple of 256). The rows were written by other blocks
-// of the caller's launch or an earlier one; none of them read them before.
+// The gated norm of value head h of token t, rmsnorm(o) * w * silu(z), by
+// the calling warp. The rows were written by other blocks of the caller's
+// launch or an earlier one; none of them read them before.
+__device__ __forceinline__ void bg_warp_dn_norm(float *attn, size_t a_width, const float *z,
+                                                const float *w, uint32_t S, float eps,
+                                                uint32_t t, uint32_t h)
+{
+    const uint32_t lane = threadIdx.x % 32;
+    float *o = attn + (size_t)t * a_width + (size_t)h * S;
+    const float *zz = z + (size_t)t * a_width + (size_t)h * S;
+    // the lane's values loaded together, then stored: a store between two
+    // loads would make each a trip of its own; the mean square as
+    // bg_warp_mean_sq sums it
+    float ov[DN_NORM_PER_LANE], wv[DN_NORM_PER_LANE], zv[DN_NORM_PER_LANE];
+    double sum = 0.0;
+#pragma unroll
+    for (uint32_t u = 0; u < DN_NORM_PER_LANE; u++) {
+        const uint32_t j = lane + 32 * u;
+        ov[u] = j < S ? o[j] : 0.0f;
+        wv[u] = j < S ? w[j] : 0.0f;
+        zv[u] = j < S ? zz[j] : 0.0f;
+    }
+#pragma unroll
+    for (uint32_t u = 0; u < DN_NORM_PER_LANE; u++)
+        if (lane + 32 * u < S)
+            sum += (double)(ov[u] * ov[u]);
+    const float mean = (float)(bg_warp_sum_d(sum) / (double)S);
+    const float scale = 1.0f / sqrtf(mean + eps);
+#pragma unroll
+    for (uint32_t u = 0; u < DN_NORM_PER_LANE; u++)
+        if (lane + 32 * u < S)
+            o[lane + 32 * u] = ((ov[u] * scale) * wv[u]) * bg_silu(zv[u]);
+}
+
+// The gated norm of every value head of token t, a warp a head; then the
+// token's row coded for the out projection (aq set: Hv * S a multiple of
+// 256).
 __device__ __forceinline__ void bg_block_dn_norm(float *attn, size_t a_width, const float *z,
                                                  const float *w, uint32_t S, uint32_t Hv,
                                                  float eps, uint8_t *aq, uint32_t t)
 {
-    const uint32_t lane = threadIdx.x % 32, n_warps = blockDim.x / 32;
-    float *row = attn + (size_t)t * a_width;
-    for (uint32_t h = threadIdx.x / 32; h < Hv; h += n_warps) {
-        float *o = row + (size_t)h * S;
-        const float *zz = z + (size_t)t * a_width + (size_t)h * S;
-        // the lane's values loaded together, then stored: a store between
-        // two loads would make each a trip of its own; the mean square as
-        // bg_warp_mean_sq sums it
-        float ov[DN_NORM_PER_LANE], wv[DN_NORM_PER_LANE], zv[DN_NORM_PER_LANE];
-        double sum = 0.0;
-#pragma unroll
-        for (uint32_t u = 0; u < DN_NORM_PER_LANE; u++) {
-            const uint32_t j = lane + 32 * u;
-            ov[u] = j < S ? o[j] : 0.0f;
-            wv[u] = j < S ? w[j] : 0.0f;
-            zv[u] = j < S ? zz[j] : 0.0f;
-        }
-#pragma unroll
-        for (uint32_t u = 0; u < DN_NORM_PER_LANE; u++)
-            if (lane + 32 * u < S)
-                sum += (double)(ov[u] * ov[u]);
-        const float mean = (float)(bg_warp_sum_d(sum) / (double)S);
-        const float scale = 1.0f / sqrtf(mean + eps);
-#pragma unroll
-        for (uint32_t u = 0; u < DN_NORM_PER_LANE; u++)
-            if (lane + 32 * u < S)
-                o[lane + 32 * u] = ((ov[u] * scale) * wv[u]) * bg_silu(zv[u]);
-    }
-    bg_block_code_after(row, Hv * S, aq, t);
+    for (uint32_t h = threadIdx.x / 32; h < Hv; h += blockDim.x / 32)
+        bg_warp_dn_norm(attn, a_width, z, w, S, eps, t, h);
+    bg_block_code_after(attn + (size_t)t * a_width, Hv * S, aq, t);
 }
 
 // What k_dn_recur takes on for a decode step (counter set; NULL: the
 // convolution and the norm run apart): the convolution and l2 norms of its
 // tokens (the q and k heads by every block of a head, each v row by its
-// block, the q and k heads' state by the last block, once every block has
-// read it) and, in the last block, the gated norm.
+// block, the q and k heads' state by the last block of those that read
+// it), each head's gated norm by the last of its blocks, and the rows'
+// coding by the last of those.
 struct bg_dn_fused {
     const float *conv_w;
     float *conv;
@@ -871,6 +880,9 @@ struct bg_dn_fused {
 // in one chunk.
 enum { DN_WARPS = 4, DN_RPW = 4, DN_ROWS = DN_WARPS * DN_RPW, DN_MAX_PER_LANE = 8, DN_CHUNK = 8 };
 enum { DN_TAIL_TOKENS = 4 }; // the most tokens k_dn_recur convolves and norms itself
+// where k_dn_recur's counters per k head, then per value head, start in the
+// backend's (the tails' own counter is the first)
+enum { DN_COUNTERS_AT = 16 };
 static_assert((int)DN_TAIL_TOKENS <= (int)DN_CHUNK, "a decode step is one chunk");
 static_assert((int)DN_CHUNK <= (int)DN_WARPS * 32, "a thread stages a token's gates");
 
@@ -894,7 +906,10 @@ __device__ __forceinline__ void bg_dn_rows_move(float (&m)[DN_RPW][DN_MAX_PER_LA
         }
 }
 
-__global__ void __launch_bounds__(DN_WARPS * 32)
+// Its grid is Hv * S / DN_ROWS blocks whatever the tokens (256 for
+// Qwen3.6): two an SM at most, so its registers need no cap (sm_90: 142,
+// where ptxas's own cap of 128 spilled).
+__global__ void __launch_bounds__(DN_WARPS * 32, 1)
     k_dn_recur(const float *qkv, size_t q_width, const float *heads, const float *dt,
                const float *a_log, float *ssm, uint64_t ssm_seq, float *attn, size_t a_width,
                const uint32_t *tok_seq, uint32_t S, uint32_t Hk, uint32_t Hv, uint32_t n_tok,
@@ -1005,17 +1020,35 @@ __global__ void __launch_bounds__(DN_WARPS * 32)
     }
     if (seq != UINT32_MAX)
         bg_dn_rows_move(m, ssm + seq * ssm_seq + ((size_t)h * S + r0) * S, S, true);
-    if (!f.counter || !bg_block_arrives_last(f.counter, (int)(gridDim.x * gridDim.y)))
+    if (!f.counter)
         return;
-    // every block has read the q and k heads' history: now it moves on
-    bg_dn_hist_advance(qkv, q_width, 2 * key_dim, f.conv, f.conv_seq, tok_seq, f.K, n_tok);
-    for (uint32_t t = 0; t < n_tok; t++) {
-        __syncthreads(); // the previous token's coding is done with its row
-        bg_block_dn_norm(attn, a_width, f.z, f.norm_w, S, Hv, f.eps, f.aq, t);
+    // A decode step's work after the state, each part by the last block of
+    // those it waits for, so the parts of different heads run side by side
+    // instead of one block doing all of them in a row. First the history
+    // of this block's q and k heads moves on, once every block that reads
+    // it (those of the value heads on that k head) has.
+    int *const k_counters = f.counter + DN_COUNTERS_AT, *const v_counters = k_counters + Hk;
+    const uint32_t kh = h % Hk;
+    if (bg_block_arrives_last(k_counters + kh, (int)(Hv / Hk * gridDim.y))) {
+        bg_dn_hist_advance(qkv, q_width, kh * S, kh * S + S, f.conv, f.conv_seq, tok_seq, f.K,
+                           n_tok);
+        bg_dn_hist_advance(qkv, q_width, key_dim + kh * S, key_dim + kh * S + S, f.conv,
+                           f.conv_seq, tok_seq, f.K, n_tok);
     }
+    // the head's gated norm once all its rows are written, a warp a token
+    if (!bg_block_arrives_last(v_counters + h, (int)gridDim.y))
+        return;
+    for (uint32_t t = w; t < n_tok; t += DN_WARPS)
+        bg_warp_dn_norm(attn, a_width, f.z, f.norm_w, S, f.eps, t, h);
+    // the tokens' rows coded once every head is normed
+    if (!f.aq || !bg_block_arrives_last(f.counter, (int)Hv))
+        return;
+    for (uint32_t t = 0; t < n_tok; t++)
+        bg_block_code_after(attn + (size_t)t * a_width, Hv * S, f.aq, t);
 }
 
-// The gated norm, by one block per token: k_dn_norm, or k_dn_recur's last.
+// The gated norm, by one block per token (the micro-batches k_dn_recur does
+// not norm itself).
 __global__ void k_dn_norm(float *attn, size_t a_width, const float *z, const float *w,
                           uint32_t S, uint32_t Hv, float eps, uint8_t *aq)
 {
@@ -1048,7 +1081,8 @@ extern "C" int bg_cuda_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float 
         return -1;
     if (!n)
         return 0;
-    const bool fused = g->counters && n <= DN_TAIL_TOKENS && a->seq_runs;
+    const bool fused = g->counters && n <= DN_TAIL_TOKENS && a->seq_runs &&
+                       DN_COUNTERS_AT + Hk + Hv <= BG_GPU_COUNTER_BYTES / sizeof(int);
     if (!fused) {
         BG_LAUNCH(2 * Hk + Hv, S, 0, g->stream, k_dn_conv_l2)(
             d_qkv, a->q_width, d_conv_w, d_conv, a->conv_seq_floats, d_tok_seq, S, 2 * Hk,
