@@ -258,9 +258,8 @@ __global__ void k_attn_prepare(bg_gpu_attn_args a, const float *q, const float *
 enum { ATT_WARPS = 4, ATT_CHUNK = 32, ATT_PER_WARP = ATT_CHUNK / ATT_WARPS };
 // A decode step of up to ATT_FRESH_TOKENS tokens, each its sequence's only
 // one, is one launch (k_attn prepares its tokens); its split ranges count
-// themselves in the backend's counters from ATT_COUNTERS_AT on (the tails
-// of matmul.cu use the first).
-enum { ATT_FRESH_TOKENS = 4, ATT_COUNTERS_AT = 16 };
+// themselves in the backend's counters from BG_OWN_COUNTERS_AT on.
+enum { ATT_FRESH_TOKENS = 4 };
 enum { ATT_MAX_PER_THREAD = 512 / (ATT_WARPS * 32) }; // head_dim <= 512
 // Shared memory for a chunk's K and V rows: 32 positions of an f16 cache
 // with heads of 256; fewer positions of larger rows.
@@ -628,7 +627,7 @@ extern "C" int bg_cuda_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *d_
     // a decode step: k_attn prepares its own tokens, its ranges counting
     // themselves past the backend's tails' counters
     const bool fresh = g->counters && a->seq_single && a->n_tok <= ATT_FRESH_TOKENS &&
-                       (uint64_t)a->n_tok * a->n_head + ATT_COUNTERS_AT <=
+                       (uint64_t)a->n_tok * a->n_head + BG_OWN_COUNTERS_AT <=
                            BG_GPU_COUNTER_BYTES / sizeof(int);
     if (!fresh) {
         const uint32_t heads = a->n_head > a->n_head_kv ? a->n_head : a->n_head_kv;
@@ -646,7 +645,7 @@ extern "C" int bg_cuda_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *d_
     const size_t shmem = bg_attn_shared_bytes(D, (uint32_t)chunk, kh, vh, fresh);
     const dim3 grid(a->n_tok, a->n_head, split ? BG_GPU_ATT_SPLITS : 1);
     const bg_attn_fresh f = {fresh, d_q, d_kv, d_q_norm, d_k_norm,
-                             fresh ? g->counters + ATT_COUNTERS_AT : NULL};
+                             fresh ? g->counters + BG_OWN_COUNTERS_AT : NULL};
     BG_LAUNCH(grid, ATT_WARPS * 32, shmem, g->stream, k_attn)(
         *a, d_attn, d_gate, d_k_cache, d_v_cache, d_tok_seq, d_tok_pos, d_attn_q, split,
         (uint32_t)chunk, f);
@@ -880,9 +879,6 @@ struct bg_dn_fused {
 // in one chunk.
 enum { DN_WARPS = 4, DN_RPW = 4, DN_ROWS = DN_WARPS * DN_RPW, DN_MAX_PER_LANE = 8, DN_CHUNK = 8 };
 enum { DN_TAIL_TOKENS = 4 }; // the most tokens k_dn_recur convolves and norms itself
-// where k_dn_recur's counters per k head, then per value head, start in the
-// backend's (the tails' own counter is the first)
-enum { DN_COUNTERS_AT = 16 };
 static_assert((int)DN_TAIL_TOKENS <= (int)DN_CHUNK, "a decode step is one chunk");
 static_assert((int)DN_CHUNK <= (int)DN_WARPS * 32, "a thread stages a token's gates");
 
@@ -1027,7 +1023,7 @@ __global__ void __launch_bounds__(DN_WARPS * 32, 1)
     // instead of one block doing all of them in a row. First the history
     // of this block's q and k heads moves on, once every block that reads
     // it (those of the value heads on that k head) has.
-    int *const k_counters = f.counter + DN_COUNTERS_AT, *const v_counters = k_counters + Hk;
+    int *const k_counters = f.counter + BG_OWN_COUNTERS_AT, *const v_counters = k_counters + Hk;
     const uint32_t kh = h % Hk;
     if (bg_block_arrives_last(k_counters + kh, (int)(Hv / Hk * gridDim.y))) {
         bg_dn_hist_advance(qkv, q_width, kh * S, kh * S + S, f.conv, f.conv_seq, tok_seq, f.K,
@@ -1082,7 +1078,7 @@ extern "C" int bg_cuda_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float 
     if (!n)
         return 0;
     const bool fused = g->counters && n <= DN_TAIL_TOKENS && a->seq_runs &&
-                       DN_COUNTERS_AT + Hk + Hv <= BG_GPU_COUNTER_BYTES / sizeof(int);
+                       BG_OWN_COUNTERS_AT + Hk + Hv <= BG_GPU_COUNTER_BYTES / sizeof(int);
     if (!fused) {
         BG_LAUNCH(2 * Hk + Hv, S, 0, g->stream, k_dn_conv_l2)(
             d_qkv, a->q_width, d_conv_w, d_conv, a->conv_seq_floats, d_tok_seq, S, 2 * Hk,

@@ -345,6 +345,12 @@ __device__ __forceinline__ void bg_block_code_after(const float *x, uint32_t n, 
     bg_block_code_span(x, n, 0, n / 32, xq + r * bg_code_row_bytes(n));
 }
 
+// The backend's counters (BG_GPU_COUNTER_BYTES): the first is the tails'
+// (products.cuh); a kernel that counts parts of its grid apart has its own
+// from BG_OWN_COUNTERS_AT on (kernels run one after another, so they share
+// that range).
+enum { BG_OWN_COUNTERS_AT = 16 };
+
 // Whether the calling block is the last of the n blocks that count
 // themselves on *counter (zero before the first): that block sees every
 // other block's writes made before they counted, and leaves the counter at

@@ -111,6 +111,35 @@ __device__ __forceinline__ void bg_expert_rows(const bg_egroup &p, bool shared, 
     }
 }
 
+// The feed-forward half's end after the down rows (TAIL_FFN_END), for a
+// decode step's few tokens: the blocks of column x (rows of every expert
+// chosen, a chunk of n_embd) count themselves on a counter of their own,
+// and the last of them ends that chunk of every token (the slots' sum
+// into x); the last chunk's block then norms and codes the whole rows.
+// Chunks end side by side, and the norm is all that one block does alone.
+__device__ __forceinline__ void bg_ffn_end_chunks(const bg_egroup &p)
+{
+    const bg_tail &t = p.tail;
+    if (!bg_block_arrives_last(t.counter + BG_OWN_COUNTERS_AT + blockIdx.x, (int)gridDim.y))
+        return;
+    __shared__ float gates[TAIL_TOKENS];
+    for (uint32_t r = 0; r < t.n_tok && t.end.d_shared; r++) {
+        const float gate = bg_block_shared_gate(t.end, t.n, r);
+        if (threadIdx.x == 0)
+            gates[r] = gate;
+    }
+    __syncthreads();
+    const uint32_t per = MM_WARPS * (32 / (uint32_t)p.lanes), j0 = blockIdx.x * per;
+    const uint32_t cols = t.n - j0 < per ? t.n - j0 : per;
+    for (uint32_t i = threadIdx.x; i < t.n_tok * cols; i += blockDim.x)
+        bg_ffn_end_column(t.end, t.y, t.n_used, t.n, i / cols, j0 + i % cols,
+                          t.end.d_shared ? gates[i / cols] : 0.0f);
+    if (!t.end.d_norm_w || !bg_block_arrives_last(t.counter, (int)gridDim.x))
+        return;
+    for (uint32_t r = 0; r < t.n_tok; r++)
+        bg_block_ffn_norm(t.end, t.n, r);
+}
+
 // Every block counts itself for the tail, also those without rows. The
 // tail's rows (a norm and its coding) would take more registers than the
 // products' loop and cost the down rows' thousands of blocks room on an
@@ -129,7 +158,9 @@ __global__ void __launch_bounds__(MM_WARPS * 32, TAIL == TAIL_NONE ? 1 : EG_TAIL
         bg_warp_rows((uint64_t)blockIdx.x * MM_WARPS + threadIdx.x / 32, p.n_out, p.lanes, &o,
                      &valid))
         bg_expert_rows<T, NR, TOK, PATH>(p, shared, o, valid);
-    bg_tail_finish<TAIL>(p.tail);
+    static_assert(TAIL == TAIL_NONE || TAIL == TAIL_FFN_END, "the experts' tail: the half's end");
+    if constexpr (TAIL == TAIL_FFN_END)
+        bg_ffn_end_chunks(p);
 }
 
 // k_expert_group's integer path on the tensor cores (experts with more
@@ -193,7 +224,8 @@ static bool launch_expert_group(bg_gpu *g, dim3 grid, const bg_egroup &p, bool l
         }
         if (coding || p.xq) {
             if constexpr (NR == 1)
-                if (p.tail.kind == TAIL_FFN_END) {
+                if (p.tail.kind == TAIL_FFN_END &&
+                    BG_OWN_COUNTERS_AT + grid.x <= BG_GPU_COUNTER_BYTES / sizeof(int)) {
                     launch_expert_group_int<T, 1, TAIL_FFN_END>(g, grid, p, lone, coding);
                     return true;
                 }

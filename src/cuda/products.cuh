@@ -833,7 +833,8 @@ __device__ __forceinline__ void bg_block_route(const float *logits, uint32_t t0,
 // of their own, where every block has a share of the work): nothing, the
 // residual and the next norm after a mixer's out projection, the routing
 // after the router's product, or the end of the feed-forward half after
-// the experts' down rows. Each saves a launch per layer.
+// the experts' down rows (there the last block of each chunk of rows, then
+// the last of those: experts.cu). Each saves a launch per layer.
 enum { TAIL_NONE, TAIL_ADD_RMSNORM, TAIL_ROUTE, TAIL_FFN_END };
 enum { TAIL_TOKENS = 4 };
 
@@ -855,9 +856,11 @@ static inline size_t bg_tail_shared_bytes(const bg_tail &t)
 }
 
 // Called by every thread of every block, last. TAIL is the kernel's, so
-// kernels without one carry none of its code or registers.
+// kernels without one carry none of its code or registers. (The experts'
+// kernel ends the feed-forward half its own way: experts.cu.)
 template <int TAIL> __device__ __forceinline__ void bg_tail_finish(const bg_tail &t)
 {
+    static_assert(TAIL != TAIL_FFN_END, "experts.cu's bg_ffn_end_chunks");
     if constexpr (TAIL != TAIL_NONE) {
         if (!bg_block_arrives_last(t.counter, (int)(gridDim.x * gridDim.y * gridDim.z)))
             return;
@@ -868,11 +871,8 @@ template <int TAIL> __device__ __forceinline__ void bg_tail_finish(const bg_tail
         } else {
             for (uint32_t r = 0; r < t.n_tok; r++) {
                 __syncthreads(); // the previous row's shared sums are read
-                if constexpr (TAIL == TAIL_ADD_RMSNORM)
-                    bg_block_add_rmsnorm(t.end.d_x, t.y, t.end.d_xn, t.end.d_norm_w, t.n,
-                                         t.end.eps, t.end.d_xq, r);
-                else
-                    bg_block_ffn_end(t.end, t.y, t.n_used, t.n, r);
+                bg_block_add_rmsnorm(t.end.d_x, t.y, t.end.d_xn, t.end.d_norm_w, t.n, t.end.eps,
+                                     t.end.d_xq, r);
             }
         }
     }

@@ -9,7 +9,6 @@
 #include "common.cuh"
 
 enum { ROWS_BATCH = 8 }; // loads a thread issues together in the row tails
-enum { FFN_COLS = 2 };   // elements a thread sums at once in bg_block_ffn_end
 
 // For each i < n the calling thread owns (i = threadIdx.x + k *
 // blockDim.x), use(i, load(i)), ROWS_BATCH elements at a time, the
@@ -75,87 +74,84 @@ __device__ __forceinline__ void bg_block_add_rmsnorm(float *x, const float *y, f
     bg_block_code_after(xnr, n, xq, r);
 }
 
+// Token t's gate on its shared expert's rows, sigmoid(shared_w . xn), by
+// the block's threads (rounding as any float order: the CPU's is ggml's
+// vec_dot_f32), in every thread. Reads all of xn's row, so the norm that
+// rewrites it comes after a barrier.
+__device__ __forceinline__ float bg_block_shared_gate(const bg_gpu_ffn_end &e, uint32_t n,
+                                                      uint32_t t)
+{
+    __shared__ float red[32];
+    const float *xn = e.d_xn + (size_t)t * n;
+    float s = 0.0f;
+    bg_block_batched(
+        n, [&](uint32_t j) { return make_float2(e.d_shared_w[j], xn[j]); },
+        [&](uint32_t, float2 a) { s += a.x * a.y; });
+    s = bg_warp_sum(s);
+    __syncthreads(); // red's previous use is over
+    if (threadIdx.x % 32 == 0)
+        red[threadIdx.x / 32] = s;
+    __syncthreads();
+    float total = 0.0f;
+    for (unsigned k = 0; k < blockDim.x / 32; k++)
+        total += red[k];
+    return bg_sigmoid(total);
+}
+
+// Column j of token t's end of a feed-forward half: x += the slot rows
+// (n_used of them from slot's row t * n_used, or slot's row t alone
+// without weights) times their weights summed in rank order, each add
+// rounded as the CPU rounds it, plus the shared expert's row times its
+// gate. Its loads all go before the adds: one trip to memory. The slot
+// rows are read past L1, as another block of the caller's launch may have
+// written them.
+__device__ __forceinline__ void bg_ffn_end_column(const bg_gpu_ffn_end &e, const float *slot,
+                                                  uint32_t n_used, uint32_t n, uint32_t t,
+                                                  uint32_t j, float gate)
+{
+    const size_t off = (size_t)t * n;
+    const float *ws = e.d_w ? e.d_w + (size_t)t * n_used : NULL;
+    const float *sr = slot + (size_t)t * (ws ? n_used : 1) * n + j;
+    const float sh = e.d_shared ? __ldcg(e.d_shared + off + j) : 0.0f, xv = e.d_x[off + j];
+    float o = ws ? 0.0f : __ldcg(sr);
+    for (uint32_t k0 = 0; ws && k0 < n_used; k0 += ROWS_BATCH) {
+        float wk[ROWS_BATCH], sk[ROWS_BATCH];
+#pragma unroll
+        for (int u = 0; u < ROWS_BATCH; u++) {
+            const uint32_t k = k0 + u < n_used ? k0 + u : n_used - 1;
+            wk[u] = __ldcg(ws + k);
+            sk[u] = __ldcg(sr + (size_t)k * n);
+        }
+#pragma unroll
+        for (int u = 0; u < ROWS_BATCH; u++)
+            if (k0 + u < n_used)
+                o = __fadd_rn(o, __fmul_rn(wk[u], sk[u]));
+    }
+    if (e.d_shared)
+        o = __fadd_rn(o, __fmul_rn(gate, sh));
+    e.d_x[off + j] = __fadd_rn(xv, o);
+}
+
+// Token t's next norm after its feed-forward half, coded (none without
+// d_norm_w). The whole block calls it once the row's x is written.
+__device__ __forceinline__ void bg_block_ffn_norm(const bg_gpu_ffn_end &e, uint32_t n,
+                                                  uint32_t t)
+{
+    if (!e.d_norm_w)
+        return;
+    const size_t off = (size_t)t * n;
+    __syncthreads(); // the row's x written, and its xn read by the gate
+    bg_block_rmsnorm(e.d_xn + off, e.d_x + off, e.d_norm_w, n, e.eps);
+    bg_block_code_after(e.d_xn + off, n, e.d_xq, t);
+}
+
 // Token t's end of a feed-forward half (gpu.h's bg_gpu_ffn_end) over its
-// slot rows of n. The shared gate's dot is summed by the block's threads
-// (rounding as any float order: the CPU's is ggml's vec_dot_f32); the sums
-// in rank order, each add rounded as the CPU rounds it. The dot reads all
-// of xn's row before the barrier that precedes the norm's writes to it.
+// slot rows of n, by one block.
 __device__ __forceinline__ void bg_block_ffn_end(const bg_gpu_ffn_end &e, const float *slot,
                                                  uint32_t n_used, uint32_t n, uint32_t t)
 {
-    __shared__ float red[32];
-    __shared__ float gate;
-    const size_t off = (size_t)t * n;
-    if (e.d_shared) {
-        float s = 0.0f;
-        for (uint32_t j = threadIdx.x; j < n; j += blockDim.x)
-            s += e.d_shared_w[j] * e.d_xn[off + j];
-        s = bg_warp_sum(s);
-        if (threadIdx.x % 32 == 0)
-            red[threadIdx.x / 32] = s;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            float total = 0.0f;
-            for (unsigned k = 0; k < blockDim.x / 32; k++)
-                total += red[k];
-            gate = bg_sigmoid(total);
-        }
-        __syncthreads();
-    }
-    const float *ws = e.d_w ? e.d_w + (size_t)t * n_used : NULL;
-    const float *sr = slot + (size_t)t * (ws ? n_used : 1) * n;
-    // FFN_COLS elements a thread at a time, their ranks' values ROWS_BATCH
-    // at a time, all loaded together before they are added in order (a
-    // load after each add, or after each element's store, would cost a trip
-    // to L2 each: the tail's time in a decode step)
-    for (uint32_t j0 = threadIdx.x; j0 < n; j0 += FFN_COLS * blockDim.x) {
-        float o[FFN_COLS];
-#pragma unroll
-        for (int c = 0; c < FFN_COLS; c++)
-            o[c] = 0.0f;
-        const uint32_t jl = n - 1; // a column past the end reads the last (not x: others write it)
-        for (uint32_t k0 = 0; ws && k0 < n_used; k0 += ROWS_BATCH) {
-            float wk[ROWS_BATCH], sk[FFN_COLS][ROWS_BATCH];
-#pragma unroll
-            for (int u = 0; u < ROWS_BATCH; u++) {
-                const uint32_t k = k0 + u < n_used ? k0 + u : n_used - 1;
-                wk[u] = __ldcg(ws + k);
-#pragma unroll
-                for (int c = 0; c < FFN_COLS; c++) {
-                    const uint32_t j = j0 + c * blockDim.x;
-                    sk[c][u] = __ldcg(sr + (size_t)k * n + (j < n ? j : jl));
-                }
-            }
-#pragma unroll
-            for (int c = 0; c < FFN_COLS; c++)
-#pragma unroll
-                for (int u = 0; u < ROWS_BATCH; u++)
-                    if (k0 + u < n_used)
-                        o[c] = __fadd_rn(o[c], __fmul_rn(wk[u], sk[c][u]));
-        }
-        float sh[FFN_COLS], xv[FFN_COLS];
-#pragma unroll
-        for (int c = 0; c < FFN_COLS; c++) {
-            const bool in = j0 + c * blockDim.x < n;
-            const uint32_t j = in ? j0 + c * blockDim.x : jl;
-            if (!ws)
-                o[c] = __ldcg(sr + j);
-            sh[c] = e.d_shared ? __ldcg(e.d_shared + off + j) : 0.0f;
-            xv[c] = in ? e.d_x[off + j] : 0.0f;
-        }
-#pragma unroll
-        for (int c = 0; c < FFN_COLS; c++) {
-            const uint32_t j = j0 + c * blockDim.x;
-            if (j >= n)
-                continue;
-            float v = o[c];
-            if (e.d_shared)
-                v = __fadd_rn(v, __fmul_rn(gate, sh[c]));
-            e.d_x[off + j] = __fadd_rn(xv[c], v);
-        }
-    }
-    if (!e.d_norm_w)
-        return;
-    bg_block_rmsnorm(e.d_xn + off, e.d_x + off, e.d_norm_w, n, e.eps);
-    bg_block_code_after(e.d_xn + off, n, e.d_xq, t);
+    const float gate = e.d_shared ? bg_block_shared_gate(e, n, t) : 0.0f;
+    for (uint32_t j = threadIdx.x; j < n; j += blockDim.x)
+        bg_ffn_end_column(e, slot, n_used, n, t, j, gate);
+    bg_block_ffn_norm(e, n, t);
 }
