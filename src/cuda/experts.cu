@@ -70,23 +70,39 @@ __device__ __forceinline__ bg_expert_pick bg_pick_expert(const bg_egroup &p, boo
 // PATH: the integer path over p.xq (EG_CODED) or over p.x coded on the way
 // (EG_CODING, one slot at a time), or the float path over p.x (EG_FLOAT).
 enum { EG_FLOAT, EG_CODED, EG_CODING };
+
+// The rows a row's lanes take at once: two neighbours for one matrix coded
+// on the way (an expert's down rows in a decode step), so each lane has
+// twice the loads in flight and the launch half the blocks; else one.
+template <int NR, int PATH> struct eg_rows_of {
+    enum { value = PATH == EG_CODING && NR == 1 ? 2 : 1 };
+};
+static inline int eg_rows(bool coding, int nr) { return coding && nr == 1 ? 2 : 1; }
+
+// o: the lanes' row, or with eg_rows 2 their pair of rows (2o, 2o + 1).
 template <int T, int NR, int TOK, int PATH>
 __device__ __forceinline__ void bg_expert_rows(const bg_egroup &p, bool shared, uint64_t o,
                                                bool valid)
 {
+    constexpr int ROWS = (int)eg_rows_of<NR, PATH>::value;
+    constexpr int ND = ROWS == 2 ? 2 : NR; // rows in each dot product
     const bg_expert_pick pick = bg_pick_expert(p, shared);
-    const uint64_t at = o * bg_row_bytes<T>(p.n_in), qs = bg_code_row_bytes(p.n_in);
-    const uint8_t *const rows[2] = {pick.w[0] + at, pick.w[1] + at};
+    const uint64_t rb = bg_row_bytes<T>(p.n_in), qs = bg_code_row_bytes(p.n_in);
+    const uint64_t o0 = o * ROWS;
+    const bool valid1 = ROWS == 2 && valid && o0 + 1 < p.n_out;
+    const uint8_t *const rows[2] = {pick.w[0] + o0 * rb,
+                                    ROWS == 2 ? pick.w[0] + (valid1 ? o0 + 1 : o0) * rb
+                                              : pick.w[1] + o0 * rb};
     for (int32_t i0 = pick.first; i0 < pick.end; i0 += TOK) {
         const int nt = pick.end - i0 < TOK ? pick.end - i0 : TOK;
         int32_t slot[TOK];
 #pragma unroll
         for (int t = 0; t < TOK; t++)
             slot[t] = pick.slot(i0 + (t < nt ? t : 0));
-        float acc[NR][TOK];
+        float acc[ND][TOK];
         if constexpr (PATH == EG_CODING) {
             static_assert(TOK == 1, "coding on the way takes one slot at a time");
-            bg_rows_dot_int_coding<T, NR>(
+            bg_rows_dot_int_coding<T, ND>(
                 rows, p.n_in, p.x + bg_egroup_xrow(slot[0], p.n_routed, p.x_div) * p.xs, acc,
                 p.lanes, valid);
         } else if constexpr (PATH == EG_CODED) {
@@ -105,8 +121,14 @@ __device__ __forceinline__ void bg_expert_rows(const bg_egroup &p, bool shared, 
         }
         if (threadIdx.x % (uint32_t)p.lanes == 0 && valid)
             for (int t = 0; t < nt; t++) {
-                const float v = NR == 2 ? bg_silu(acc[0][t]) * acc[NR - 1][t] : acc[0][t];
-                p.y[(size_t)slot[t] * p.ys + o] = v;
+                float *y = p.y + (size_t)slot[t] * p.ys + o0;
+                if constexpr (ROWS == 2) {
+                    y[0] = acc[0][t];
+                    if (valid1)
+                        y[1] = acc[ND - 1][t];
+                } else {
+                    y[0] = NR == 2 ? bg_silu(acc[0][t]) * acc[ND - 1][t] : acc[0][t];
+                }
             }
     }
 }
@@ -117,7 +139,7 @@ __device__ __forceinline__ void bg_expert_rows(const bg_egroup &p, bool shared, 
 // and the last of them ends that chunk of every token (the slots' sum
 // into x); the last chunk's block then norms and codes the whole rows.
 // Chunks end side by side, and the norm is all that one block does alone.
-__device__ __forceinline__ void bg_ffn_end_chunks(const bg_egroup &p)
+template <int ROWS> __device__ __forceinline__ void bg_ffn_end_chunks(const bg_egroup &p)
 {
     const bg_tail &t = p.tail;
     if (!bg_block_arrives_last(t.counter + BG_OWN_COUNTERS_AT + blockIdx.x, (int)gridDim.y))
@@ -129,7 +151,7 @@ __device__ __forceinline__ void bg_ffn_end_chunks(const bg_egroup &p)
             gates[r] = gate;
     }
     __syncthreads();
-    const uint32_t per = MM_WARPS * (32 / (uint32_t)p.lanes), j0 = blockIdx.x * per;
+    const uint32_t per = MM_WARPS * (32 / (uint32_t)p.lanes) * ROWS, j0 = blockIdx.x * per;
     const uint32_t cols = t.n - j0 < per ? t.n - j0 : per;
     for (uint32_t i = threadIdx.x; i < t.n_tok * cols; i += blockDim.x)
         bg_ffn_end_column(t.end, t.y, t.n_used, t.n, i / cols, j0 + i % cols,
@@ -142,9 +164,9 @@ __device__ __forceinline__ void bg_ffn_end_chunks(const bg_egroup &p)
 
 // Every block counts itself for the tail, also those without rows. The
 // tail's rows (a norm and its coding) would take more registers than the
-// products' loop and cost the down rows' thousands of blocks room on an
-// SM: the bound keeps the loop's count (sm_90: 78-90, no spills).
-enum { EG_TAIL_BLOCKS = 5 };
+// products' loop and cost the down rows' blocks room on an SM: the bound
+// keeps the loop's count (sm_90: at most 128, no spills).
+enum { EG_TAIL_BLOCKS = 4 };
 template <int T, int NR, int TOK, int PATH, int TAIL>
 __global__ void __launch_bounds__(MM_WARPS * 32, TAIL == TAIL_NONE ? 1 : EG_TAIL_BLOCKS)
     k_expert_group(const bg_egroup p)
@@ -152,15 +174,16 @@ __global__ void __launch_bounds__(MM_WARPS * 32, TAIL == TAIL_NONE ? 1 : EG_TAIL
     BG_KERNEL_ENTRY();
     const int32_t *n_active = p.groups + p.n_expert + 1;
     const bool shared = p.shared[0] && blockIdx.y == gridDim.y - 1;
+    constexpr int ROWS = (int)eg_rows_of<NR, PATH>::value;
     uint64_t o;
     bool valid;
     if ((shared || (int32_t)blockIdx.y < *n_active) &&
-        bg_warp_rows((uint64_t)blockIdx.x * MM_WARPS + threadIdx.x / 32, p.n_out, p.lanes, &o,
-                     &valid))
+        bg_warp_rows((uint64_t)blockIdx.x * MM_WARPS + threadIdx.x / 32,
+                     (p.n_out + ROWS - 1) / ROWS, p.lanes, &o, &valid))
         bg_expert_rows<T, NR, TOK, PATH>(p, shared, o, valid);
     static_assert(TAIL == TAIL_NONE || TAIL == TAIL_FFN_END, "the experts' tail: the half's end");
     if constexpr (TAIL == TAIL_FFN_END)
-        bg_ffn_end_chunks(p);
+        bg_ffn_end_chunks<ROWS>(p);
 }
 
 // k_expert_group's integer path on the tensor cores (experts with more
@@ -261,7 +284,9 @@ static int expert_group(bg_gpu *g, int nr, uint32_t type, bg_egroup p, uint32_t 
         p.w[1] = p.w[0], p.shared[1] = p.shared[0];
     const uint32_t n_groups = p.n_routed < p.n_expert ? p.n_routed : p.n_expert;
     p.lanes = row_lanes(coding || p.xq, p.n_in);
-    const dim3 grid(row_blocks(p.n_out, p.lanes), n_groups + (p.shared[0] ? 1 : 0));
+    const uint64_t rows = eg_rows(coding, nr);
+    const dim3 grid(row_blocks((p.n_out + rows - 1) / rows, p.lanes),
+                    n_groups + (p.shared[0] ? 1 : 0));
     bool ok, done;
 #define EG(T)                                                                                 \
     (done = nr == 2 ? launch_expert_group<T, 2>(g, grid, p, lone, coding)                    \
