@@ -522,25 +522,31 @@ def num(v):
 def name(rec):
     return rec["kernel"].split("(")[0].replace("void ", "")[:44]
 PY
-ncu_table() { # title, CSV name under $OUT, the run's bench flags and ncu's launch window, then environment assignments
-    title=$1 csv=$2 run=$3 window=$4; shift 4
-    echo "### $title, each kernel timed alone by ncu"
-    echo
-    # shellcheck disable=SC2086 # $window and $run are lists of flags
+# A report section's body: the command (an ncu run, 90 s at most) writes
+# the CSV $OUT/$1, which the parser $WORK/$2 turns into the table.
+ncu_section() { # CSV name, parser, then the command
+    csv=$1 parser=$2; shift 2
     if [ -n "${EMU:-}" ] || [ -z "$NCU" ]; then
         echo "not run: no ncu on this machine"
     elif [ "$(elapsed)" -gt "$DEADLINE" ]; then
         echo "skipped: past ${DEADLINE} s"
-    elif env "$@" timeout 90 "$NCU" --clock-control none --metrics "$NCU_METRICS" --csv \
-            --print-units base $window "$B" bench -m "$FULL" $run -r 1 -ngl 99 \
-            > "$OUT/$csv" 2>>"$LOG"; then
+    elif timeout 90 "$@" > "$OUT/$csv" 2>>"$LOG"; then
         echo '```'
-        python3 "$WORK/ncu_table.py" "$OUT/$csv"
+        python3 "$WORK/$parser" "$OUT/$csv"
         echo '```'
     else
         echo "ncu failed (see gpu-check.log)"
     fi
     echo
+}
+ncu_table() { # title, CSV name under $OUT, the run's bench flags and ncu's launch window, then environment assignments
+    title=$1 csv=$2 run=$3 window=$4; shift 4
+    echo "### $title, each kernel timed alone by ncu"
+    echo
+    # shellcheck disable=SC2086 # $window and $run are lists of flags
+    ncu_section "$csv" ncu_table.py env "$@" "$NCU" --clock-control none \
+        --metrics "$NCU_METRICS" --csv --print-units base $window \
+        "$B" bench -m "$FULL" $run -r 1 -ngl 99
 }
 cat > "$WORK/ncu_table.py" <<'PY'
 import collections, sys
@@ -577,21 +583,11 @@ NCU_STALL_KERNELS='regex:k_expert_group|k_dn_recur|k_matmul|k_attn'
 ncu_stalls() {
     echo "### Why decode kernels wait (ncu WarpStateStats, launches 61-120 of k_expert_group, k_dn_recur, k_matmul*, k_attn in tg4 all on the GPU)"
     echo
-    if [ -n "${EMU:-}" ] || [ -z "$NCU" ]; then
-        echo "not run: no ncu on this machine"
-    elif [ "$(elapsed)" -gt "$DEADLINE" ]; then
-        echo "skipped: past ${DEADLINE} s"
-    elif timeout 90 "$NCU" --clock-control none --section WarpStateStats --section Occupancy \
-            --metrics gpu__time_duration.sum,smsp__inst_executed.sum --page raw --csv \
-            --print-units base -k "$NCU_STALL_KERNELS" --launch-skip 60 --launch-count 60 \
-            "$B" bench -m "$FULL" -p 0 -n 4 -r 1 -ngl 99 > "$OUT/ncu-stalls.csv" 2>>"$LOG"; then
-        echo '```'
-        python3 "$WORK/ncu_stalls.py" "$OUT/ncu-stalls.csv"
-        echo '```'
-    else
-        echo "ncu failed (see gpu-check.log)"
-    fi
-    echo
+    ncu_section ncu-stalls.csv ncu_stalls.py "$NCU" --clock-control none \
+        --section WarpStateStats --section Occupancy \
+        --metrics gpu__time_duration.sum,smsp__inst_executed.sum --page raw --csv \
+        --print-units base -k "$NCU_STALL_KERNELS" --launch-skip 60 --launch-count 60 \
+        "$B" bench -m "$FULL" -p 0 -n 4 -r 1 -ngl 99
 }
 cat > "$WORK/ncu_stalls.py" <<'PY'
 import collections, re, sys

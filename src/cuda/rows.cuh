@@ -33,25 +33,37 @@ __device__ __forceinline__ void bg_block_batched(uint32_t n, LOAD load, USE use)
     }
 }
 
+// v (float or double) summed over the block's threads, in every thread:
+// each warp's lanes as bg_warp_sum adds them, then the warps in order.
+// The whole block calls it; calls may follow one another.
+template <typename V> __device__ __forceinline__ V bg_block_sum(V v)
+{
+    __shared__ V red[32];
+    if constexpr (sizeof(V) == sizeof(double))
+        v = bg_warp_sum_d(v);
+    else
+        v = bg_warp_sum(v);
+    __syncthreads(); // the previous call's sums are read
+    if (threadIdx.x % 32 == 0)
+        red[threadIdx.x / 32] = v;
+    __syncthreads();
+    V total = 0;
+    for (unsigned k = 0; k < blockDim.x / 32; k++)
+        total += red[k];
+    return total;
+}
+
 // yr = xr / sqrt(mean(xr^2) + eps) * w, as ops.c's bg_rmsnorm, by the
 // block's threads (each reads only the elements it owns before the
-// reduction, so a caller may have written them just before). Ends with
-// red free for the next call's writes only after a barrier.
+// reduction, so a caller may have written them just before).
 __device__ __forceinline__ void bg_block_rmsnorm(float *yr, const float *xr, const float *w,
                                                  uint32_t n, float eps)
 {
-    __shared__ double red[32];
     double sum = 0.0;
     bg_block_batched(
         n, [&](uint32_t i) { return xr[i]; },
         [&](uint32_t, float a) { sum += (double)(a * a); });
-    sum = bg_warp_sum_d(sum);
-    if (threadIdx.x % 32 == 0)
-        red[threadIdx.x / 32] = sum;
-    __syncthreads();
-    double total = 0.0;
-    for (unsigned k = 0; k < blockDim.x / 32; k++)
-        total += red[k];
+    const double total = bg_block_sum(sum);
     const float mean = (float)(total / (double)n);
     const float scale = 1.0f / sqrtf(mean + eps);
     bg_block_batched(
@@ -81,21 +93,12 @@ __device__ __forceinline__ void bg_block_add_rmsnorm(float *x, const float *y, f
 __device__ __forceinline__ float bg_block_shared_gate(const bg_gpu_ffn_end &e, uint32_t n,
                                                       uint32_t t)
 {
-    __shared__ float red[32];
     const float *xn = e.d_xn + (size_t)t * n;
     float s = 0.0f;
     bg_block_batched(
         n, [&](uint32_t j) { return make_float2(e.d_shared_w[j], xn[j]); },
         [&](uint32_t, float2 a) { s += a.x * a.y; });
-    s = bg_warp_sum(s);
-    __syncthreads(); // red's previous use is over
-    if (threadIdx.x % 32 == 0)
-        red[threadIdx.x / 32] = s;
-    __syncthreads();
-    float total = 0.0f;
-    for (unsigned k = 0; k < blockDim.x / 32; k++)
-        total += red[k];
-    return bg_sigmoid(total);
+    return bg_sigmoid(bg_block_sum(s));
 }
 
 // Column j of token t's end of a feed-forward half: x += the slot rows
