@@ -628,8 +628,10 @@ static void moes(void)
         {BG_TYPE_F16, BG_TYPE_BF16, BG_TYPE_Q5_K},
     };
     /* 1 and 3 tokens: a slot or fewer per expert (the one-slot kernels,
-     * 3 tokens giving some experts two) */
-    static const uint32_t n_toks[] = {1, 9, 40, 3};
+     * 3 tokens giving some experts two); the last 40: every token routed
+     * alike, so each expert chosen has 40 slots (three tiles of the
+     * tensor-core kernel's, spread over its block rows) */
+    static const uint32_t n_toks[] = {1, 9, 40, 3, 40};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         for (size_t ti = 0; ti < sizeof n_toks / sizeof *n_toks; ti++) {
             const uint32_t n_tok = n_toks[ti];
@@ -651,7 +653,12 @@ static void moes(void)
             uint64_t xn = put_random(n_tok * a.n_embd, 1.0f);
             /* the router's rows pick one input each (times 3), so its
              * logits are exact in any summation order */
-            uint64_t rx = put_random(n_tok * a.n_embd, 1.0f);
+            const bool alike = ti == 4;
+            float *rxv = malloc((size_t)n_tok * a.n_embd * sizeof *rxv);
+            for (uint64_t j = 0; j < (uint64_t)n_tok * a.n_embd; j++)
+                rxv[j] = alike && j >= a.n_embd ? rxv[j % a.n_embd] : frand();
+            uint64_t rx = put(rxv, (uint64_t)n_tok * a.n_embd * 4);
+            free(rxv);
             uint64_t router = put_zeros(n_tok * a.n_expert);
             float *rw = calloc((size_t)a.n_expert * a.n_embd, sizeof *rw);
             for (uint32_t e = 0; e < a.n_expert; e++)
@@ -726,10 +733,11 @@ static void moes(void)
             const double ex = rc || !ends ? 0 : compare_floats(x, n_rows);
             const double exn = rc || !ends ? 0 : compare_floats(xn, n_rows);
             CHECK(e <= 1e-5 && ex <= 1e-5 && exn <= 1e-5,
-                  "moe %s/%s/%s%s%s%s, %u tokens: NMSE %.3g, x %.3g, xn %.3g%s%s",
+                  "moe %s/%s/%s%s%s%s, %u tokens%s: NMSE %.3g, x %.3g, xn %.3g%s%s",
                   brigade_type_name(a.type_gate), brigade_type_name(a.type_up),
                   brigade_type_name(a.type_down), shared ? " with the shared expert" : "",
-                  coded ? " (coded by the norm)" : "", ends ? ", then the end" : "", n_tok, e,
+                  coded ? " (coded by the norm)" : "", ends ? ", then the end" : "", n_tok,
+                  alike ? " routed alike" : "", e,
                   ex, exn, rc ? ": " : "", rc ? dev->error(dg) : "");
             if (ends)
                 out_projection_on_codes("moe's end", xn, E, xq2, E, n_tok, rc);

@@ -23,6 +23,7 @@ struct bg_egroup {
     size_t ys;
     int lanes;   // to a row (row_lanes)
     bg_tail tail; // the down rows': the feed-forward half's end, or none
+    uint32_t split; // block rows a routed expert (eg_block_rows)
 };
 
 __device__ __forceinline__ size_t bg_egroup_xrow(int32_t slot, uint32_t n_routed, uint32_t x_div)
@@ -31,41 +32,61 @@ __device__ __forceinline__ size_t bg_egroup_xrow(int32_t slot, uint32_t n_routed
     return s < n_routed ? s / x_div : x_div == 1 ? s : s - n_routed;
 }
 
-// The blockIdx.y-th expert chosen (the last blockIdx.y: the shared expert,
-// when set): its matrices, and the range [first, end) of the slots filed
-// under it (slot(i): the i-th). Read from the lists by rank, so the rows
-// and the first input are two trips away (the count of experts chosen,
-// then these), not four.
+// Which slots block row blockIdx.y takes, in tiles of TILE (the slots a
+// product takes at once): p.split rows for each routed expert chosen, row
+// `part` of them its tiles part, part + split, ...; then a row for each
+// tile of the shared expert's slots (a slot for every token). So no
+// expert's slots are left to a few blocks while the others idle: a
+// micro-batch of 512 tokens gave the shared expert's 512 slots to the last
+// row's blocks alone.
+struct bg_eg_row {
+    bool shared;
+    uint32_t rank, part; // the rank of the routed expert chosen; the row's part
+};
+__device__ __forceinline__ bg_eg_row bg_eg_row_of(const bg_egroup &p)
+{
+    const uint32_t routed_rows = (p.n_routed < p.n_expert ? p.n_routed : p.n_expert) * p.split;
+    if (blockIdx.y >= routed_rows)
+        return {true, 0, blockIdx.y - routed_rows};
+    return {false, blockIdx.y / p.split, blockIdx.y % p.split};
+}
+
+// A block row's expert (bg_eg_row): its matrices and the slots filed under
+// it (slot(i): the i-th) that the row takes, tiles from first, step apart,
+// before end. Read from the lists by rank, so the rows and the first input
+// are two trips away (the count of experts chosen, then these), not four.
 struct bg_expert_pick {
     const uint8_t *w[2];
-    int32_t first, end;
-    int32_t first_slot;    // slot(first), known without a trip to sorted
-    const int32_t *sorted; // the routed slots by expert (route's grouping)
-    int32_t n_routed;      // NULL sorted: the shared expert's slots follow these
+    int32_t first, end, step;
+    int32_t lead, lead_slot; // the expert's first slot's index, and slot(lead) known
+                             // without a trip to sorted
+    const int32_t *sorted;   // the routed slots by expert (route's grouping)
+    int32_t n_routed;        // NULL sorted: the shared expert's slots follow these
     __device__ int32_t slot(int32_t i) const
     {
-        return !sorted ? n_routed + i : i == first ? first_slot : sorted[i];
+        return !sorted ? n_routed + i : i == lead ? lead_slot : sorted[i];
     }
     // the same from the list alone (a register fewer where slots are many)
     __device__ int32_t listed_slot(int32_t i) const { return sorted ? sorted[i] : n_routed + i; }
 };
-__device__ __forceinline__ bg_expert_pick bg_pick_expert(const bg_egroup &p, bool shared)
+template <int TILE>
+__device__ __forceinline__ bg_expert_pick bg_pick_expert(const bg_egroup &p, bg_eg_row row)
 {
-    if (shared)
-        return {{p.shared[0], p.shared[1]}, 0, (int32_t)p.n_shared, (int32_t)p.n_routed, NULL,
-                (int32_t)p.n_routed};
+    const int32_t off = (int32_t)row.part * TILE;
+    if (row.shared) // one tile: its step passes the end
+        return {{p.shared[0], p.shared[1]}, off, (int32_t)p.n_shared, (int32_t)p.n_shared, 0,
+                (int32_t)p.n_routed, NULL, (int32_t)p.n_routed};
     const int32_t *active = p.groups + p.n_expert + 2;
     const int32_t *rank_first = active + p.n_expert, *rank_slot = rank_first + p.n_expert + 1;
-    const uint32_t r = blockIdx.y;
-    const int32_t e = active[r];
+    const uint32_t r = row.rank;
+    const int32_t e = active[r], lead = rank_first[r];
     const uint64_t at = (uint64_t)e * p.expert_bytes;
-    return {{p.w[0] + at, p.w[1] + at}, rank_first[r], rank_first[r + 1], rank_slot[r],
-            rank_slot + p.n_expert, (int32_t)p.n_routed};
+    return {{p.w[0] + at, p.w[1] + at}, lead + off, rank_first[r + 1], (int32_t)p.split * TILE,
+            lead, rank_slot[r], rank_slot + p.n_expert, (int32_t)p.n_routed};
 }
 
-// Rows o of the matrices of the blockIdx.y-th expert chosen (the last
-// blockIdx.y: the shared expert, when set), over the slots filed under it,
-// TOK at a time (1 for decode steps: an expert seldom has more). NR = 2: gate
+// Rows o of the matrices of block row `row`'s expert, over the slots it
+// takes, TOK at a time (1 for decode steps: an expert seldom has more). NR = 2: gate
 // (w[0]) and up (w[1]) together, y = silu(gate) * up; NR = 1: y = w[0] x.
 // PATH: the integer path over p.xq (EG_CODED) or over p.x coded on the way
 // (EG_CODING, one slot at a time), or the float path over p.x (EG_FLOAT).
@@ -81,19 +102,19 @@ static inline int eg_rows(bool coding, int nr) { return coding && nr == 1 ? 2 : 
 
 // o: the lanes' row, or with eg_rows 2 their pair of rows (2o, 2o + 1).
 template <int T, int NR, int TOK, int PATH>
-__device__ __forceinline__ void bg_expert_rows(const bg_egroup &p, bool shared, uint64_t o,
+__device__ __forceinline__ void bg_expert_rows(const bg_egroup &p, bg_eg_row row, uint64_t o,
                                                bool valid)
 {
     constexpr int ROWS = (int)eg_rows_of<NR, PATH>::value;
     constexpr int ND = ROWS == 2 ? 2 : NR; // rows in each dot product
-    const bg_expert_pick pick = bg_pick_expert(p, shared);
+    const bg_expert_pick pick = bg_pick_expert<TOK>(p, row);
     const uint64_t rb = bg_row_bytes<T>(p.n_in), qs = bg_code_row_bytes(p.n_in);
     const uint64_t o0 = o * ROWS;
     const bool valid1 = ROWS == 2 && valid && o0 + 1 < p.n_out;
     const uint8_t *const rows[2] = {pick.w[0] + o0 * rb,
                                     ROWS == 2 ? pick.w[0] + (valid1 ? o0 + 1 : o0) * rb
                                               : pick.w[1] + o0 * rb};
-    for (int32_t i0 = pick.first; i0 < pick.end; i0 += TOK) {
+    for (int32_t i0 = pick.first; i0 < pick.end; i0 += pick.step) {
         const int nt = pick.end - i0 < TOK ? pick.end - i0 : TOK;
         int32_t slot[TOK];
 #pragma unroll
@@ -173,14 +194,14 @@ __global__ void __launch_bounds__(MM_WARPS * 32, TAIL == TAIL_NONE ? 1 : EG_TAIL
 {
     BG_KERNEL_ENTRY();
     const int32_t *n_active = p.groups + p.n_expert + 1;
-    const bool shared = p.shared[0] && blockIdx.y == gridDim.y - 1;
+    const bg_eg_row row = bg_eg_row_of(p);
     constexpr int ROWS = (int)eg_rows_of<NR, PATH>::value;
     uint64_t o;
     bool valid;
-    if ((shared || (int32_t)blockIdx.y < *n_active) &&
+    if ((row.shared || (int32_t)row.rank < *n_active) &&
         bg_warp_rows((uint64_t)blockIdx.x * MM_WARPS + threadIdx.x / 32,
                      (p.n_out + ROWS - 1) / ROWS, p.lanes, &o, &valid))
-        bg_expert_rows<T, NR, TOK, PATH>(p, shared, o, valid);
+        bg_expert_rows<T, NR, TOK, PATH>(p, row, o, valid);
     static_assert(TAIL == TAIL_NONE || TAIL == TAIL_FFN_END, "the experts' tail: the half's end");
     if constexpr (TAIL == TAIL_FFN_END)
         bg_ffn_end_chunks<ROWS>(p);
@@ -188,22 +209,22 @@ __global__ void __launch_bounds__(MM_WARPS * 32, TAIL == TAIL_NONE ? 1 : EG_TAIL
 
 // k_expert_group's integer path on the tensor cores (experts with more
 // than a slot on average, no tail): a warp 16 rows, over tiles of
-// 8 EG_MMA_NG of its expert's slots (16: prefill's average with 512 tokens
+// 8 EG_MMA_NG of its row's slots (16: prefill's average with 512 tokens
 // and 8 of 256 experts).
-enum { EG_MMA_NG = 2 };
+enum { EG_MMA_NG = 2, EG_MMA_TILE = 8 * EG_MMA_NG };
 template <int T, int NR>
 __global__ void __launch_bounds__(MM_WARPS * 32) k_expert_group_mma(const bg_egroup p)
 {
     BG_KERNEL_ENTRY();
     const int32_t *n_active = p.groups + p.n_expert + 1;
-    const bool shared = p.shared[0] && blockIdx.y == gridDim.y - 1;
+    const bg_eg_row row = bg_eg_row_of(p);
     const uint64_t o0 = bg_mma_first_row(blockIdx.x);
-    if ((!shared && (int32_t)blockIdx.y >= *n_active) || o0 >= p.n_out)
+    if ((!row.shared && (int32_t)row.rank >= *n_active) || o0 >= p.n_out)
         return;
-    const bg_expert_pick pick = bg_pick_expert(p, shared);
+    const bg_expert_pick pick = bg_pick_expert<EG_MMA_TILE>(p, row);
     const uint64_t qs = bg_code_row_bytes(p.n_in);
-    for (int32_t i0 = pick.first; i0 < pick.end; i0 += 8 * EG_MMA_NG) {
-        const int nt = pick.end - i0 < 8 * EG_MMA_NG ? pick.end - i0 : 8 * EG_MMA_NG;
+    for (int32_t i0 = pick.first; i0 < pick.end; i0 += pick.step) {
+        const int nt = pick.end - i0 < EG_MMA_TILE ? pick.end - i0 : EG_MMA_TILE;
         bg_mma_rows<T, NR, EG_MMA_NG>(
             pick.w, o0, p.n_out, p.n_in, nt,
             [&](int i) {
@@ -216,13 +237,28 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_expert_group_mma(const bg_egr
     }
 }
 
+// A launch's block rows (bg_eg_row_of) for tiles of `tile` slots, with
+// p.split set: one row an expert for decode steps (lone: a slot or fewer an
+// expert on average), else about two for each tile an expert has on
+// average, so one with twice the average still ends with the others, and
+// at most 4 (rows that find no tile cost their blocks a few trips each).
+static uint32_t eg_block_rows(bg_egroup &p, uint32_t tile, bool lone)
+{
+    const uint32_t n_groups = p.n_routed < p.n_expert ? p.n_routed : p.n_expert;
+    const uint64_t per_tile = (uint64_t)n_groups * tile;
+    const uint64_t split = lone || !n_groups ? 1 : (2ull * p.n_routed + per_tile - 1) / per_tile;
+    p.split = split < 1 ? 1 : split > 4 ? 4 : (uint32_t)split;
+    return n_groups * p.split + (p.shared[0] ? (p.n_shared + tile - 1) / tile : 0);
+}
+
 // The integer path's kernels for weights of type T (lone: a slot at a
 // time, for decode steps, where an expert seldom has more; coding: x is
 // coded on the way).
 template <int T, int NR, int TAIL>
-static void launch_expert_group_int(bg_gpu *g, dim3 grid, const bg_egroup &p, bool lone,
+static void launch_expert_group_int(bg_gpu *g, uint32_t blocks, bg_egroup p, bool lone,
                                     bool coding)
 {
+    const dim3 grid(blocks, eg_block_rows(p, coding || lone ? 1 : MM_TOK, lone));
     if (coding)
         BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream,
                   k_expert_group<T, NR, 1, EG_CODING, TAIL>)(p);
@@ -235,36 +271,39 @@ static void launch_expert_group_int(bg_gpu *g, dim3 grid, const bg_egroup &p, bo
 
 // Launches k_expert_group for weights of type T, as launch_matmul does
 // k_matmul; the tail (the feed-forward half's end) goes along with the
-// integer path's down rows; true when it did.
+// integer path's down rows; true when it did. blocks: the grid's x, rows
+// by the blocks' share of them (the tensor cores' kernel has its own).
 template <int T, int NR>
-static bool launch_expert_group(bg_gpu *g, dim3 grid, const bg_egroup &p, bool lone, bool coding)
+static bool launch_expert_group(bg_gpu *g, uint32_t blocks, bg_egroup p, bool lone, bool coding)
 {
     if constexpr (bg_int_path<T>::on) {
         if (!lone && p.xq && bg_mma && p.tail.kind == TAIL_NONE) {
-            BG_LAUNCH(dim3(mma_blocks(p.n_out), grid.y), MM_WARPS * 32, 0, g->stream,
+            const uint32_t rows = eg_block_rows(p, EG_MMA_TILE, false);
+            BG_LAUNCH(dim3(mma_blocks(p.n_out), rows), MM_WARPS * 32, 0, g->stream,
                       k_expert_group_mma<T, NR>)(p);
             return false;
         }
         if (coding || p.xq) {
             if constexpr (NR == 1)
                 if (p.tail.kind == TAIL_FFN_END &&
-                    BG_OWN_COUNTERS_AT + grid.x <= BG_GPU_COUNTER_BYTES / sizeof(int)) {
-                    launch_expert_group_int<T, 1, TAIL_FFN_END>(g, grid, p, lone, coding);
+                    BG_OWN_COUNTERS_AT + blocks <= BG_GPU_COUNTER_BYTES / sizeof(int)) {
+                    launch_expert_group_int<T, 1, TAIL_FFN_END>(g, blocks, p, lone, coding);
                     return true;
                 }
-            launch_expert_group_int<T, NR, TAIL_NONE>(g, grid, p, lone, coding);
+            launch_expert_group_int<T, NR, TAIL_NONE>(g, blocks, p, lone, coding);
             return false;
         }
     }
+    const dim3 grid(blocks, eg_block_rows(p, MM_TOK, lone));
     BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream,
               k_expert_group<T, NR, MM_TOK, EG_FLOAT, TAIL_NONE>)(p);
     return false;
 }
 
 // One grouped expert product (NR = 1, or gate and up fused when NR = 2 and
-// both have the type) over x's n_x rows (xq_pre: coded, or NULL); grid:
-// rows by (at most) every expert chosen, and the shared expert; then the
-// tail's work where it goes along (*tail_done set, when given).
+// both have the type) over x's n_x rows (xq_pre: coded, or NULL); the
+// grid's rows by their share of the slots (eg_block_rows); then the tail's
+// work where it goes along (*tail_done set, when given).
 static int expert_group(bg_gpu *g, int nr, uint32_t type, bg_egroup p, uint32_t n_x,
                         const uint8_t *xq_pre, bool *tail_done)
 {
@@ -282,15 +321,13 @@ static int expert_group(bg_gpu *g, int nr, uint32_t type, bg_egroup p, uint32_t 
         return rc;
     if (nr == 1)
         p.w[1] = p.w[0], p.shared[1] = p.shared[0];
-    const uint32_t n_groups = p.n_routed < p.n_expert ? p.n_routed : p.n_expert;
     p.lanes = row_lanes(coding || p.xq, p.n_in);
     const uint64_t rows = eg_rows(coding, nr);
-    const dim3 grid(row_blocks((p.n_out + rows - 1) / rows, p.lanes),
-                    n_groups + (p.shared[0] ? 1 : 0));
+    const uint32_t blocks = row_blocks((p.n_out + rows - 1) / rows, p.lanes);
     bool ok, done;
 #define EG(T)                                                                                 \
-    (done = nr == 2 ? launch_expert_group<T, 2>(g, grid, p, lone, coding)                    \
-                    : launch_expert_group<T, 1>(g, grid, p, lone, coding))
+    (done = nr == 2 ? launch_expert_group<T, 2>(g, blocks, p, lone, coding)                  \
+                    : launch_expert_group<T, 1>(g, blocks, p, lone, coding))
     BG_DISPATCH(type, ok, EG);
 #undef EG
     if (tail_done)
