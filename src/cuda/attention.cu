@@ -655,6 +655,7 @@ extern "C" int bg_cuda_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *d_
 // --------------------------------------------------------------- DeltaNet
 
 enum { DN_MAX_CONV = 8 }; // convolution widths handled (Qwen3.6: 4)
+enum { DN_CONV_BATCH = 8 }; // tokens whose inputs a channel loads at once
 
 // run(t0, t1, seq) for each run [t0, t1) of consecutive tokens of one
 // sequence, in order: what the convolution walks (a decode step's tokens
@@ -691,8 +692,12 @@ __device__ __forceinline__ void bg_dn_hist_move(float (&hist)[DN_MAX_CONV - 1], 
 // registers; a run's history is loaded from its sequence's state at its
 // first token and, when store, stored back after its last. Without store,
 // each sequence's tokens must be one run (a sequence met again would start
-// from its stale state).
-template <typename OUT>
+// from its stale state). The inputs are loaded BATCH tokens at a time
+// before their outputs go out: out may write where qkv is read (in place),
+// so the compiler cannot move a token's load above the token before's
+// store, and one at a time a micro-batch of 512 tokens was 512 trips to
+// memory in a row.
+template <int BATCH, typename OUT>
 __device__ __forceinline__ void bg_dn_conv_channel(const float *qkv, size_t q_width, uint32_t c,
                                                    const float *w, float *conv, uint64_t conv_seq,
                                                    const uint32_t *tok_seq, uint32_t K,
@@ -707,24 +712,32 @@ __device__ __forceinline__ void bg_dn_conv_channel(const float *qkv, size_t q_wi
     bg_seq_runs(tok_seq, n_tok, [&](uint32_t t0, uint32_t t1, uint32_t seq) {
         float *state = conv + seq * conv_seq + (size_t)c * (K - 1);
         bg_dn_hist_move(hist, state, K, false);
-        for (uint32_t t = t0; t < t1; t++) {
-            const float in = qkv[(size_t)t * q_width + c];
-            float acc = 0.0f;
+        for (uint32_t tb = t0; tb < t1; tb += BATCH) {
+            float in[BATCH];
 #pragma unroll
-            for (uint32_t j = 0; j + 1 < DN_MAX_CONV; j++)
-                if (j + 1 < K)
-                    acc = __fadd_rn(acc, __fmul_rn(hist[j], wc[j]));
-            acc = __fadd_rn(acc, __fmul_rn(in, w_now));
+            for (uint32_t i = 0; i < (uint32_t)BATCH; i++)
+                in[i] = tb + i < t1 ? qkv[(size_t)(tb + i) * q_width + c] : 0.0f;
 #pragma unroll
-            for (uint32_t j = 0; j + 2 < DN_MAX_CONV; j++)
-                if (j + 2 < K)
-                    hist[j] = hist[j + 1];
-            if (K > 1)
+            for (uint32_t i = 0; i < (uint32_t)BATCH; i++) {
+                if (tb + i >= t1)
+                    break;
+                float acc = 0.0f;
 #pragma unroll
                 for (uint32_t j = 0; j + 1 < DN_MAX_CONV; j++)
-                    if (j + 2 == K)
-                        hist[j] = in;
-            out(t, bg_silu(acc));
+                    if (j + 1 < K)
+                        acc = __fadd_rn(acc, __fmul_rn(hist[j], wc[j]));
+                acc = __fadd_rn(acc, __fmul_rn(in[i], w_now));
+#pragma unroll
+                for (uint32_t j = 0; j + 2 < DN_MAX_CONV; j++)
+                    if (j + 2 < K)
+                        hist[j] = hist[j + 1];
+                if (K > 1)
+#pragma unroll
+                    for (uint32_t j = 0; j + 1 < DN_MAX_CONV; j++)
+                        if (j + 2 == K)
+                            hist[j] = in[i];
+                out(tb + i, bg_silu(acc));
+            }
         }
         if (store)
             bg_dn_hist_move(hist, state, K, true);
@@ -783,8 +796,43 @@ __device__ __forceinline__ void bg_dn_l2(float *x, uint32_t S, float eps)
         x[j] = (x[j] * scale) * s;
 }
 
+// bg_dn_l2 of n <= DN_L2_ROWS rows x + i * stride by the calling warp,
+// every row's values loaded before any is stored: a row at a time, each
+// row's loads would wait for the row before's stores (they may alias, to
+// the compiler).
+enum { DN_L2_ROWS = 4, DN_L2_PER_LANE = 8 }; // heads of up to 256
+__device__ __forceinline__ void bg_dn_l2_rows(float *x, size_t stride, uint32_t n, uint32_t S,
+                                              float eps)
+{
+    const uint32_t lane = threadIdx.x % 32;
+    const float s = 1.0f / sqrtf((float)S);
+    float v[DN_L2_ROWS][DN_L2_PER_LANE];
+#pragma unroll
+    for (uint32_t i = 0; i < DN_L2_ROWS; i++)
+#pragma unroll
+        for (uint32_t u = 0; u < DN_L2_PER_LANE; u++)
+            v[i][u] = i < n && lane + 32 * u < S ? x[i * stride + lane + 32 * u] : 0.0f;
+#pragma unroll
+    for (uint32_t i = 0; i < DN_L2_ROWS; i++) {
+        if (i >= n) // the same in every lane
+            break;
+        double sum = 0.0; // as bg_warp_mean_sq sums it
+#pragma unroll
+        for (uint32_t u = 0; u < DN_L2_PER_LANE; u++)
+            if (lane + 32 * u < S)
+                sum += (double)(v[i][u] * v[i][u]);
+        const float mean = (float)(bg_warp_sum_d(sum) / (double)S);
+        const float scale = 1.0f / sqrtf(mean + eps / (float)S);
+#pragma unroll
+        for (uint32_t u = 0; u < DN_L2_PER_LANE; u++)
+            if (lane + 32 * u < S)
+                x[i * stride + lane + 32 * u] = (v[i][u] * scale) * s;
+    }
+}
+
 // The convolution, in place, and the l2 norm of each q and k head (the
-// micro-batches that k_dn_recur does not convolve itself). Block b owns
+// micro-batches that k_dn_recur does not convolve itself): a thread a
+// channel, DN_CONV_BATCH tokens' inputs at a time. Block b owns
 // channels [b*S, b*S + S): a q head, a k head or a v head, a thread each;
 // then the block's warps normalize the q or k head of every token.
 __global__ void k_dn_conv_l2(float *qkv, size_t q_width, const float *w, float *conv,
@@ -793,13 +841,16 @@ __global__ void k_dn_conv_l2(float *qkv, size_t q_width, const float *w, float *
 {
     BG_KERNEL_ENTRY();
     const uint32_t c = blockIdx.x * S + threadIdx.x;
-    bg_dn_conv_channel(qkv, q_width, c, w, conv, conv_seq, tok_seq, K, n_tok, true,
-                       [&](uint32_t t, float v) { qkv[(size_t)t * q_width + c] = v; });
+    bg_dn_conv_channel<DN_CONV_BATCH>(
+        qkv, q_width, c, w, conv, conv_seq, tok_seq, K, n_tok, true,
+        [&](uint32_t t, float v) { qkv[(size_t)t * q_width + c] = v; });
     if (blockIdx.x >= n_heads2)
         return; // a v head: no norm
     __syncthreads(); // the block's outputs, every token
-    for (uint32_t t = threadIdx.x / 32; t < n_tok; t += blockDim.x / 32)
-        bg_dn_l2(qkv + (size_t)t * q_width + (size_t)blockIdx.x * S, S, eps);
+    const uint32_t per_warp = DN_L2_ROWS, step = blockDim.x / 32 * per_warp;
+    for (uint32_t t = threadIdx.x / 32 * per_warp; t < n_tok; t += step)
+        bg_dn_l2_rows(qkv + (size_t)t * q_width + (size_t)blockIdx.x * S, q_width,
+                      n_tok - t < per_warp ? n_tok - t : per_warp, S, eps);
 }
 
 enum { DN_NORM_PER_LANE = 8 }; // a head's values per lane: heads of up to 256
@@ -938,15 +989,17 @@ __global__ void __launch_bounds__(DN_WARPS * 32, 1)
         if (f.counter) { // the only chunk (n_tok <= DN_TAIL_TOKENS)
             const uint32_t qc = (h % Hk) * S, vc = 2 * key_dim + h * S + blockIdx.y * DN_ROWS;
             for (uint32_t j = threadIdx.x; j < S; j += blockDim.x) {
-                bg_dn_conv_channel(qkv, q_width, qc + j, f.conv_w, f.conv, f.conv_seq, tok_seq,
-                                   f.K, n_tok, false, [&](uint32_t t, float v) { sq[t][j] = v; });
-                bg_dn_conv_channel(qkv, q_width, key_dim + qc + j, f.conv_w, f.conv, f.conv_seq,
-                                   tok_seq, f.K, n_tok, false,
-                                   [&](uint32_t t, float v) { sk[t][j] = v; });
+                bg_dn_conv_channel<DN_TAIL_TOKENS>(
+                    qkv, q_width, qc + j, f.conv_w, f.conv, f.conv_seq, tok_seq, f.K, n_tok,
+                    false, [&](uint32_t t, float v) { sq[t][j] = v; });
+                bg_dn_conv_channel<DN_TAIL_TOKENS>(
+                    qkv, q_width, key_dim + qc + j, f.conv_w, f.conv, f.conv_seq, tok_seq, f.K,
+                    n_tok, false, [&](uint32_t t, float v) { sk[t][j] = v; });
             }
             for (uint32_t j = threadIdx.x; j < DN_ROWS; j += blockDim.x)
-                bg_dn_conv_channel(qkv, q_width, vc + j, f.conv_w, f.conv, f.conv_seq, tok_seq,
-                                   f.K, n_tok, true, [&](uint32_t t, float v) { sv[t][j] = v; });
+                bg_dn_conv_channel<DN_TAIL_TOKENS>(
+                    qkv, q_width, vc + j, f.conv_w, f.conv, f.conv_seq, tok_seq, f.K, n_tok, true,
+                    [&](uint32_t t, float v) { sv[t][j] = v; });
             __syncthreads();
             for (uint32_t i = w; i < 2 * nt; i += DN_WARPS)
                 bg_dn_l2(i < nt ? sq[i] : sk[i - nt], S, f.eps);
