@@ -785,50 +785,44 @@ __device__ __forceinline__ void bg_dn_hist_advance(const float *qkv, size_t q_wi
     });
 }
 
-// A q or k head's row x of S values scaled to unit length, then by
-// 1 / sqrt(S), as ops.c's bg_l2norm and the model's q scaling, by the
-// calling warp.
-__device__ __forceinline__ void bg_dn_l2(float *x, uint32_t S, float eps)
-{
-    const float s = 1.0f / sqrtf((float)S);
-    const float scale = 1.0f / sqrtf(bg_warp_mean_sq(x, S) + eps / (float)S);
-    for (uint32_t j = threadIdx.x % 32; j < S; j += 32)
-        x[j] = (x[j] * scale) * s;
-}
+enum { DN_NORM_PER_LANE = 8 }; // a head's values per lane: heads of up to 256
 
-// bg_dn_l2 of n <= DN_L2_ROWS rows x + i * stride by the calling warp,
-// every row's values loaded before any is stored: a row at a time, each
-// row's loads would wait for the row before's stores (they may alias, to
-// the compiler).
-enum { DN_L2_ROWS = 4, DN_L2_PER_LANE = 8 }; // heads of up to 256
+// q or k heads' rows x + i * stride (i < n <= ROWS) of S values, each
+// scaled to unit length, then by 1 / sqrt(S), as ops.c's bg_l2norm and the
+// model's q scaling, by the calling warp; the mean square summed in double,
+// as ops.c's norms. Every row's values are loaded before any is
+// stored: a row at a time, each row's loads would wait for the row
+// before's stores (they may alias, to the compiler).
+template <int ROWS>
 __device__ __forceinline__ void bg_dn_l2_rows(float *x, size_t stride, uint32_t n, uint32_t S,
                                               float eps)
 {
     const uint32_t lane = threadIdx.x % 32;
     const float s = 1.0f / sqrtf((float)S);
-    float v[DN_L2_ROWS][DN_L2_PER_LANE];
+    float v[ROWS][DN_NORM_PER_LANE];
 #pragma unroll
-    for (uint32_t i = 0; i < DN_L2_ROWS; i++)
+    for (uint32_t i = 0; i < (uint32_t)ROWS; i++)
 #pragma unroll
-        for (uint32_t u = 0; u < DN_L2_PER_LANE; u++)
+        for (uint32_t u = 0; u < DN_NORM_PER_LANE; u++)
             v[i][u] = i < n && lane + 32 * u < S ? x[i * stride + lane + 32 * u] : 0.0f;
 #pragma unroll
-    for (uint32_t i = 0; i < DN_L2_ROWS; i++) {
+    for (uint32_t i = 0; i < (uint32_t)ROWS; i++) {
         if (i >= n) // the same in every lane
             break;
-        double sum = 0.0; // as bg_warp_mean_sq sums it
+        double sum = 0.0;
 #pragma unroll
-        for (uint32_t u = 0; u < DN_L2_PER_LANE; u++)
+        for (uint32_t u = 0; u < DN_NORM_PER_LANE; u++)
             if (lane + 32 * u < S)
                 sum += (double)(v[i][u] * v[i][u]);
         const float mean = (float)(bg_warp_sum_d(sum) / (double)S);
         const float scale = 1.0f / sqrtf(mean + eps / (float)S);
 #pragma unroll
-        for (uint32_t u = 0; u < DN_L2_PER_LANE; u++)
+        for (uint32_t u = 0; u < DN_NORM_PER_LANE; u++)
             if (lane + 32 * u < S)
                 x[i * stride + lane + 32 * u] = (v[i][u] * scale) * s;
     }
 }
+enum { DN_L2_ROWS = 4 }; // the rows a warp of k_dn_conv_l2 norms at once
 
 // The convolution, in place, and the l2 norm of each q and k head (the
 // micro-batches that k_dn_recur does not convolve itself): a thread a
@@ -849,11 +843,9 @@ __global__ void k_dn_conv_l2(float *qkv, size_t q_width, const float *w, float *
     __syncthreads(); // the block's outputs, every token
     const uint32_t per_warp = DN_L2_ROWS, step = blockDim.x / 32 * per_warp;
     for (uint32_t t = threadIdx.x / 32 * per_warp; t < n_tok; t += step)
-        bg_dn_l2_rows(qkv + (size_t)t * q_width + (size_t)blockIdx.x * S, q_width,
-                      n_tok - t < per_warp ? n_tok - t : per_warp, S, eps);
+        bg_dn_l2_rows<DN_L2_ROWS>(qkv + (size_t)t * q_width + (size_t)blockIdx.x * S, q_width,
+                                  n_tok - t < per_warp ? n_tok - t : per_warp, S, eps);
 }
-
-enum { DN_NORM_PER_LANE = 8 }; // a head's values per lane: heads of up to 256
 
 // The gated norm of value head h of token t, rmsnorm(o) * w * silu(z), by
 // the calling warp. The rows were written by other blocks of the caller's
@@ -866,8 +858,8 @@ __device__ __forceinline__ void bg_warp_dn_norm(float *attn, size_t a_width, con
     float *o = attn + (size_t)t * a_width + (size_t)h * S;
     const float *zz = z + (size_t)t * a_width + (size_t)h * S;
     // the lane's values loaded together, then stored: a store between two
-    // loads would make each a trip of its own; the mean square as
-    // bg_warp_mean_sq sums it
+    // loads would make each a trip of its own; the mean square summed in
+    // double, as ops.c's norms
     float ov[DN_NORM_PER_LANE], wv[DN_NORM_PER_LANE], zv[DN_NORM_PER_LANE];
     double sum = 0.0;
 #pragma unroll
@@ -1002,7 +994,7 @@ __global__ void __launch_bounds__(DN_WARPS * 32, 1)
                     [&](uint32_t t, float v) { sv[t][j] = v; });
             __syncthreads();
             for (uint32_t i = w; i < 2 * nt; i += DN_WARPS)
-                bg_dn_l2(i < nt ? sq[i] : sk[i - nt], S, f.eps);
+                bg_dn_l2_rows<1>(i < nt ? sq[i] : sk[i - nt], 0, 1, S, f.eps);
         } else {
             for (uint32_t i = threadIdx.x; i < nt * S; i += blockDim.x) {
                 const float *x = qkv + (size_t)(t0 + i / S) * q_width + (h % Hk) * S + i % S;

@@ -181,15 +181,6 @@ __device__ __forceinline__ double bg_warp_sum_d(double v)
         v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
-// mean(x[0..n)^2) by the calling warp, summed in double (as ops.c's
-// norms), in every lane.
-__device__ __forceinline__ float bg_warp_mean_sq(const float *x, uint32_t n)
-{
-    double sum = 0.0;
-    for (uint32_t j = threadIdx.x % 32; j < n; j += 32)
-        sum += (double)(x[j] * x[j]);
-    return (float)(bg_warp_sum_d(sum) / (double)n);
-}
 __device__ __forceinline__ float bg_warp_max(float v)
 {
     for (int o = 16; o > 0; o >>= 1)
