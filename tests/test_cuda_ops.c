@@ -129,12 +129,14 @@ static void matmuls(void)
     static const uint32_t toks[] = {1, 3, 8, 13, 41};
     /* rows of 768 take a warp each; rows of 256 (integer path) 8 lanes,
      * four rows to a warp, 70 not a multiple of a block's rows (nor of the
-     * tensor cores' 16 a warp) */
-    static const uint64_t widths[] = {768, 256};
+     * tensor cores' 16 a warp); rows of 2304 (72 chunks of 32) give a
+     * decode step's lanes 2 or 3 chunks, loaded 2 at a time */
+    static const uint64_t widths[] = {768, 256, 2304};
+    enum { N_WIDTHS = sizeof widths / sizeof *widths };
     const uint64_t n_out = 70;
-    for (size_t i = 0; i < 2 * sizeof types / sizeof *types; i++) {
-        const uint64_t n_in = widths[i % 2];
-        const uint32_t type = types[i / 2];
+    for (size_t i = 0; i < N_WIDTHS * sizeof types / sizeof *types; i++) {
+        const uint64_t n_in = widths[i % N_WIDTHS];
+        const uint32_t type = types[i / N_WIDTHS];
         uint64_t mark = used;
         uint64_t w = put_weights(type, n_in, n_out, 0.05f);
         for (size_t k = 0; k < sizeof toks / sizeof *toks; k++) {
@@ -313,6 +315,116 @@ static void mixer_ends(void)
                 out_projection_on_codes("matmul_add_rmsnorm", xn, n, xq, n, n_tok, rc);
             used = mark;
         }
+}
+
+/* Whether the device's coded rows at xq are the CPU's Q8_K coding of the
+ * device's own normed rows at xn (n wide, stride n): codes and each
+ * chunk's scale, bit for bit. */
+static bool codes_are_cpus(uint64_t xn, uint64_t xq, uint32_t n, uint32_t rows)
+{
+    const uint64_t qb = BG_GPU_ACT_CODE_BYTES(n);
+    float *v = malloc((size_t)n * rows * sizeof *v);
+    uint8_t *q = malloc(qb * rows);
+    bg_block_q8_K *ref = malloc(n / 256 * sizeof *ref);
+    bool same = !dev->download(dg, v, dbase + xn, (size_t)n * rows * sizeof *v) &&
+                !dev->download(dg, q, dbase + xq, qb * rows);
+    for (uint32_t r = 0; same && r < rows; r++) {
+        bg_quant_ops_get(BG_TYPE_Q8_K)->quantize_activations(v + (size_t)r * n, ref, n);
+        const uint8_t *row = q + r * qb;
+        for (uint32_t c = 0; same && c < n / 32; c++) {
+            float d;
+            memcpy(&d, row + n + 4 * c, 4);
+            same = !memcmp(&d, &ref[c / 8].d, 4) &&
+                   !memcmp(row + 32 * c, ref[c / 8].qs + 32 * (c % 8), 32);
+        }
+    }
+    free(v);
+    free(q);
+    free(ref);
+    return same;
+}
+
+/* Rows of n with a tie for the largest magnitude after the norm (-3, then
+ * +3 in the same lane's values and in another lane's, of the same
+ * super-block: the first sets the codes' sign) and, from a width of 768,
+ * a super-block of zeros. */
+static uint64_t put_norm_rows(uint32_t n, uint32_t rows)
+{
+    float *x = malloc((size_t)n * rows * sizeof *x);
+    for (uint64_t i = 0; i < (uint64_t)n * rows; i++)
+        x[i] = frand();
+    for (uint32_t r = 0; r < rows; r++) {
+        float *xr = x + (size_t)r * n;
+        xr[37] = -3.0f, xr[38] = xr[200] = 3.0f;
+        for (uint32_t i = 256; n >= 768 && i < 512; i++)
+            xr[i] = 0.0f;
+    }
+    uint64_t off = put(x, (size_t)n * rows * sizeof *x);
+    free(x);
+    return off;
+}
+
+/* The norms at a model's widths, where a block holds the row in its
+ * registers (up to 16 values a thread) and the row's codes come from
+ * them, and past that, where it takes the row in passes: rmsnorm, the
+ * residual and norm (one row a block), the end of a feed-forward half,
+ * and a mixer's end (the product's last block: 128 threads). The codes
+ * must be the CPU's Q8_K of the same floats. */
+static void row_norms(void)
+{
+    static const uint32_t widths[] = {256, 768, 2048, 4096, 4352};
+    for (size_t k = 0; k < sizeof widths / sizeof *widths; k++) {
+        const uint32_t n = widths[k], rows = 3;
+        uint64_t mark = used, w = put_random(n, 1.0f), y = put_random(n * rows, 1.0f);
+        float *ones = malloc(n * sizeof *ones);
+        for (uint32_t i = 0; i < n; i++)
+            ones[i] = i == 37 || i == 38 || i == 200 ? 1.0f : 0.5f + 0.5f * fabsf(frand());
+        uint64_t tie_w = put(ones, n * sizeof *ones);
+        free(ones);
+        uint64_t x = put_norm_rows(n, rows), xn = put_zeros(n * rows);
+        uint64_t xq = take(rows * BG_GPU_ACT_CODE_BYTES(n));
+        int rc = dev->rmsnorm(dg, D(xn), n, D(x), n, D(tie_w), n, rows, 1e-6f, D(xq));
+        mock.rmsnorm(rg, R(xn), n, R(x), n, R(tie_w), n, rows, 1e-6f, NULL);
+        CHECK(!rc && compare_floats(xn, n * rows) <= 1e-12 && codes_are_cpus(xn, xq, n, rows),
+              "rmsnorm of %u, coded: NMSE %.3g, codes the CPU's", n,
+              compare_floats(xn, n * rows));
+        rc = dev->add_rmsnorm(dg, D(x), D(y), D(xn), D(w), n, rows, 1e-6f, D(xq));
+        mock.add_rmsnorm(rg, R(x), R(y), R(xn), R(w), n, rows, 1e-6f, NULL);
+        CHECK(!rc && compare_floats(x, n * rows) <= 1e-12 &&
+                  compare_floats(xn, n * rows) <= 1e-12 && codes_are_cpus(xn, xq, n, rows),
+              "add_rmsnorm of %u, coded: NMSE x %.3g, xn %.3g", n, compare_floats(x, n * rows),
+              compare_floats(xn, n * rows));
+        /* the feed-forward half's end: two weighed rows, then the norm */
+        uint64_t slot = put_random(n * rows * 2, 1.0f), sw = put_random(rows * 2, 1.0f);
+        const bg_gpu_ffn_end de = {D(x), D(xn), D(sw), NULL, NULL, D(w), 1e-6f, D(xq)};
+        const bg_gpu_ffn_end re = {R(x), R(xn), R(sw), NULL, NULL, R(w), 1e-6f, NULL};
+        rc = dev->expert_sum(dg, &de, D(slot), 2, n, rows);
+        mock.expert_sum(rg, &re, R(slot), 2, n, rows);
+        CHECK(!rc && compare_floats(x, n * rows) <= 1e-12 &&
+                  compare_floats(xn, n * rows) <= 1e-12 && codes_are_cpus(xn, xq, n, rows),
+              "expert_sum of %u, normed and coded: NMSE x %.3g, xn %.3g", n,
+              compare_floats(x, n * rows), compare_floats(xn, n * rows));
+        /* a mixer's end for 1 and 3 tokens: the last block's residual and norm
+         * (the products differ from the CPU's in float order alone) */
+        const uint64_t n_in = 256;
+        uint64_t wo = put_weights(BG_TYPE_Q8_0, n_in, n, 0.05f);
+        uint64_t a = put_random(rows * n_in, 1.0f), out = put_zeros(n * rows);
+        for (uint32_t n_tok = 1; n_tok <= rows; n_tok += 2) {
+            const bg_gpu_proj dp = {BG_TYPE_Q8_0, D(wo), n, D(out), n};
+            const bg_gpu_proj rp = {BG_TYPE_Q8_0, R(wo), n, R(out), n};
+            rc = dev->matmul_add_rmsnorm(dg, &dp, n_in, D(a), n_in, NULL, n_tok, D(x), D(xn),
+                                         D(w), 1e-6f, D(xq));
+            mock.matmul_add_rmsnorm(rg, &rp, n_in, R(a), n_in, NULL, n_tok, R(x), R(xn), R(w),
+                                    1e-6f, NULL);
+            CHECK(!rc && compare_floats(x, n * n_tok) <= 1e-12 &&
+                      compare_floats(xn, n * n_tok) <= 1e-12 &&
+                      codes_are_cpus(xn, xq, n, n_tok),
+                  "matmul_add_rmsnorm to %u, %u tokens: NMSE x %.3g, xn %.3g%s%s", n, n_tok,
+                  compare_floats(x, n * n_tok), compare_floats(xn, n * n_tok), rc ? ": " : "",
+                  rc ? dev->error(dg) : "");
+        }
+        used = mark;
+    }
 }
 
 /* Attention over H heads of Dh (Hkv of them for K and V) with caches of
@@ -859,6 +971,7 @@ int main(int argc, char **argv)
     GROUP(routings);
     GROUP(small_ops);
     GROUP(mixer_ends);
+    GROUP(row_norms);
     GROUP(attentions);
     GROUP(attention_long);
     GROUP(deltanets);

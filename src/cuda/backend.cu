@@ -263,7 +263,11 @@ __global__ void k_rmsnorm(float *y, size_t ys, const float *x, size_t xs, const 
 {
     BG_KERNEL_ENTRY();
     float *yr = y + (size_t)blockIdx.x * ys;
-    bg_block_rmsnorm(yr, x + (size_t)blockIdx.x * xs, w, n, eps);
+    const float *xr = x + (size_t)blockIdx.x * xs;
+    if (bg_block_norm_row(xr, NULL, NULL, yr, w, n, eps,
+                          yq ? yq + blockIdx.x * bg_code_row_bytes(n) : NULL))
+        return;
+    bg_block_rmsnorm(yr, xr, w, n, eps);
     bg_block_code_after(yr, n, yq, blockIdx.x);
 }
 

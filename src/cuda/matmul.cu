@@ -105,13 +105,10 @@ struct bg_mm {
     int lanes;
 };
 
-// With a tail, more registers than the loop's alone: the products that
-// take one (a mixer's out projection, the router) are a decode step's
-// 512 blocks or fewer, all on the device at once anyway.
+// Rows of a product, a warp's rows (bg_warp_rows) at a time, then the tail.
 template <int T, int NR, int TOK, bool INT, int TAIL>
-__global__ void __launch_bounds__(MM_WARPS * 32) k_matmul(const bg_mm m, const bg_tail tail)
+__device__ __forceinline__ void bg_matmul_block(const bg_mm &m, const bg_tail &tail)
 {
-    BG_KERNEL_ENTRY();
     uint64_t o;
     bool valid;
     if (bg_warp_rows((uint64_t)blockIdx.x * MM_WARPS + threadIdx.x / 32, m.n_out, m.lanes, &o,
@@ -119,6 +116,28 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_matmul(const bg_mm m, const b
         bg_matmul_row<T, NR, TOK, INT>(m.w0, m.w1, o, valid, m.lanes, m.n_in, m.x, m.xs, m.xq,
                                        m.y, m.ys, m.n_tok);
     bg_tail_finish<TAIL>(tail);
+}
+
+template <int T, int NR, int TOK, bool INT>
+__global__ void __launch_bounds__(MM_WARPS * 32) k_matmul(const bg_mm m)
+{
+    BG_KERNEL_ENTRY();
+    bg_matmul_block<T, NR, TOK, INT, TAIL_NONE>(m, bg_tail{});
+}
+
+// With a tail, more registers than the loop's alone, bounded: the
+// products that take one (a mixer's out projection, the router) are a
+// decode step's 512 blocks or fewer, all on an H200 at once while each SM
+// holds 4 of them (128 registers a thread; the tail's row in registers
+// takes more unbounded). A kernel of its own, so the bound leaves the
+// products without a tail to ptxas's own choice.
+enum { MM_TAIL_BLOCKS = 4 };
+template <int T, int TOK, bool INT, int TAIL>
+__global__ void __launch_bounds__(MM_WARPS * 32, MM_TAIL_BLOCKS)
+    k_matmul_tail(const bg_mm m, const bg_tail tail)
+{
+    BG_KERNEL_ENTRY();
+    bg_matmul_block<T, 1, TOK, INT, TAIL>(m, tail);
 }
 
 // k_matmul's integer path on the tensor cores (more than MM_TOK tokens, no
@@ -143,8 +162,11 @@ static dim3 mm_grid(uint64_t n_out, uint32_t n_tok, int lanes)
 template <int T, int NR, int TOK, bool INT, int TAIL>
 static void launch_k_matmul(bg_gpu *g, dim3 grid, const bg_mm &m, const bg_tail &tail)
 {
-    BG_LAUNCH(grid, MM_WARPS * 32, bg_tail_shared_bytes(tail), g->stream,
-              k_matmul<T, NR, TOK, INT, TAIL>)(m, tail);
+    if constexpr (TAIL == TAIL_NONE)
+        BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul<T, NR, TOK, INT>)(m);
+    else
+        BG_LAUNCH(grid, MM_WARPS * 32, bg_tail_shared_bytes(tail), g->stream,
+                  k_matmul_tail<T, TOK, INT, TAIL>)(m, tail);
 }
 
 // Launches k_matmul for weights of type T: the integer path when x is

@@ -372,6 +372,8 @@ __device__ __forceinline__ void bg_acc_chunk_int(float acc[NR][TOK], int t, cons
     }
 }
 
+enum { INT_CHUNKS = 2 }; // chunks a lane loads at once, one token
+
 // NR rows against nt tokens' coded activations (xq[t]: token t's row),
 // over the `lanes` lanes of this lane's row (none of it unless valid).
 template <int T, int NR, int TOK>
@@ -381,21 +383,53 @@ __device__ __forceinline__ void bg_rows_dot_int(const uint8_t *const rows[NR], u
 {
     bg_acc_zero<NR, TOK>(acc);
     const uint64_t n_chunks = valid ? n_in / 32 : 0;
-    for (uint64_t c = threadIdx.x % (uint32_t)lanes; c < n_chunks; c += (uint32_t)lanes) {
-        int w[NR][8];
-        float s0[NR], s1[NR], m[NR];
+    if constexpr (TOK == 1) {
+        // one token (a decode step): INT_CHUNKS chunks' loads a lane go
+        // out before their sums, so a row of 2048 (64 chunks, 32 lanes) is
+        // one trip to memory instead of one a chunk; the same sums in the
+        // same order
+        for (uint64_t c0 = threadIdx.x % (uint32_t)lanes; c0 < n_chunks;
+             c0 += INT_CHUNKS * (uint32_t)lanes) {
+            int w[INT_CHUNKS][NR][8], a[INT_CHUNKS][8];
+            float s0[INT_CHUNKS][NR], s1[INT_CHUNKS][NR], m[INT_CHUNKS][NR], da[INT_CHUNKS];
 #pragma unroll
-        for (int r = 0; r < NR; r++)
-            bg_int32<T>(rows[r], c, w[r], &s0[r], &s1[r], &m[r]);
+            for (int u = 0; u < INT_CHUNKS; u++) {
+                const uint64_t c = c0 + (uint64_t)u * (uint32_t)lanes;
+                if (c >= n_chunks)
+                    break;
 #pragma unroll
-        for (int t = 0; t < TOK; t++) {
-            if (t >= nt)
-                break;
-            const uint4 *ap = BG_ALIGNED(const uint4 *, xq[t] + c * 32);
-            const uint4 a0 = ap[0], a1 = ap[1];
-            const int a[8] = {(int)a0.x, (int)a0.y, (int)a0.z, (int)a0.w,
-                              (int)a1.x, (int)a1.y, (int)a1.z, (int)a1.w};
-            bg_acc_chunk_int<NR, TOK>(acc, t, w, s0, s1, m, a, ((const float *)(xq[t] + n_in))[c]);
+                for (int r = 0; r < NR; r++)
+                    bg_int32<T>(rows[r], c, w[u][r], &s0[u][r], &s1[u][r], &m[u][r]);
+                const uint4 *ap = BG_ALIGNED(const uint4 *, xq[0] + c * 32);
+                const uint4 a0 = ap[0], a1 = ap[1];
+                a[u][0] = (int)a0.x, a[u][1] = (int)a0.y, a[u][2] = (int)a0.z;
+                a[u][3] = (int)a0.w, a[u][4] = (int)a1.x, a[u][5] = (int)a1.y;
+                a[u][6] = (int)a1.z, a[u][7] = (int)a1.w;
+                da[u] = ((const float *)(xq[0] + n_in))[c];
+            }
+#pragma unroll
+            for (int u = 0; u < INT_CHUNKS; u++)
+                if (c0 + (uint64_t)u * (uint32_t)lanes < n_chunks)
+                    bg_acc_chunk_int<NR, TOK>(acc, 0, w[u], s0[u], s1[u], m[u], a[u], da[u]);
+        }
+    } else {
+        for (uint64_t c = threadIdx.x % (uint32_t)lanes; c < n_chunks; c += (uint32_t)lanes) {
+            int w[NR][8];
+            float s0[NR], s1[NR], m[NR];
+#pragma unroll
+            for (int r = 0; r < NR; r++)
+                bg_int32<T>(rows[r], c, w[r], &s0[r], &s1[r], &m[r]);
+#pragma unroll
+            for (int t = 0; t < TOK; t++) {
+                if (t >= nt)
+                    break;
+                const uint4 *ap = BG_ALIGNED(const uint4 *, xq[t] + c * 32);
+                const uint4 a0 = ap[0], a1 = ap[1];
+                const int a[8] = {(int)a0.x, (int)a0.y, (int)a0.z, (int)a0.w,
+                                  (int)a1.x, (int)a1.y, (int)a1.z, (int)a1.w};
+                const float da = ((const float *)(xq[t] + n_in))[c];
+                bg_acc_chunk_int<NR, TOK>(acc, t, w, s0, s1, m, a, da);
+            }
         }
     }
     bg_acc_lanes_sum<NR, TOK>(acc, nt, lanes);

@@ -71,6 +71,137 @@ __device__ __forceinline__ void bg_block_rmsnorm(float *yr, const float *xr, con
         [&](uint32_t i, float2 a) { yr[i] = w ? (a.x * scale) * a.y : a.x * scale; });
 }
 
+// ---------------------------------------------- a row in registers
+//
+// A row's norm (and the residual before it, and the coding after it) with
+// the row held in the block's registers: each thread owns ROW_VALS
+// consecutive values a pass, so a warp owns 256 (one Q8_K super-block),
+// over at most PASSES passes. Every load goes out before the first use,
+// so the row costs one trip to memory; bg_block_rmsnorm and
+// bg_block_code_after make one for each pass over it (the residual, the
+// sum, the scaling, the coding), and in a product's last block those trips
+// are a decode step's latency.
+enum { ROW_VALS = 8, ROW_PASSES = 2 };
+
+// Whether bg_block_norm_row takes a row of n at these addresses (the same
+// in every thread).
+__device__ __forceinline__ bool bg_row_fits(uint32_t n, const void *a, const void *b,
+                                            const void *c, const void *d, const void *e)
+{
+    const uintptr_t any =
+        (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d | (uintptr_t)e;
+    return n % (ROW_VALS * 32) == 0 && n <= ROW_PASSES * ROW_VALS * blockDim.x && any % 16 == 0;
+}
+
+// ROW_VALS floats at p (16-byte aligned), past L1.
+__device__ __forceinline__ void bg_load_row_vals(const float *p, float v[ROW_VALS])
+{
+    const float4 *q = BG_ALIGNED(const float4 *, p);
+    const float4 a = __ldcg(q), b = __ldcg(q + 1);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+__device__ __forceinline__ void bg_store_row_vals(float *p, const float v[ROW_VALS])
+{
+    float4 *q = BG_ALIGNED(float4 *, p);
+    q[0] = make_float4(v[0], v[1], v[2], v[3]);
+    q[1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+
+// The thread's ROW_VALS values at i (of a warp's 256 from i - 8 * lane) coded
+// as bg_code_act<ACT_Q8_K> codes them (the super-block's first value of the
+// largest magnitude sets d = max / -127), into a coded row of n: codes at
+// i, d for each chunk of 32. The whole warp calls it; active alike in it.
+__device__ __forceinline__ void bg_code_row_vals(const float v[ROW_VALS], bool active,
+                                                 uint8_t *row, uint32_t n, uint32_t i)
+{
+    float amax = active ? 0.0f : -1.0f, max = 0.0f;
+#pragma unroll
+    for (int j = 0; j < ROW_VALS; j++)
+        if (fabsf(v[j]) > amax)
+            amax = fabsf(v[j]), max = v[j];
+    const uint32_t lane = threadIdx.x % 32;
+    for (uint32_t o = 1; o < 32; o <<= 1) {
+        const float oa = __shfl_xor_sync(0xffffffffu, amax, o);
+        const float om = __shfl_xor_sync(0xffffffffu, max, o);
+        if (oa > amax || (oa == amax && (lane ^ o) < lane))
+            amax = oa, max = om;
+    }
+    if (!active)
+        return;
+    const float iscale = amax > 0.0f ? -127.f / max : 0.0f;
+    float q[ROW_VALS];
+#pragma unroll
+    for (int j = 0; j < ROW_VALS; j++)
+        q[j] = amax > 0.0f ? fminf(127.f, rintf(iscale * v[j])) : 0.0f;
+    uint32_t words[2];
+#pragma unroll
+    for (int k = 0; k < 2; k++)
+        words[k] = (uint32_t)(uint8_t)(int8_t)q[4 * k] |
+                   (uint32_t)(uint8_t)(int8_t)q[4 * k + 1] << 8 |
+                   (uint32_t)(uint8_t)(int8_t)q[4 * k + 2] << 16 |
+                   (uint32_t)(uint8_t)(int8_t)q[4 * k + 3] << 24;
+    *BG_ALIGNED(uint2 *, row + i) = make_uint2(words[0], words[1]);
+    if (lane % (32 / ROW_VALS) == 0)
+        ((float *)(row + n))[i / 32] = amax > 0.0f ? 1 / iscale : 0.0f;
+}
+
+// xn = rmsnorm(x) * w (w NULL: none) over a row of n, coded into qrow
+// (NULL: not), as bg_block_rmsnorm and bg_block_code_after; with y set,
+// x += y first, written back to x_out. False, doing nothing, where
+// bg_row_fits does not hold. The whole block calls it; xn may be x.
+__device__ __forceinline__ bool bg_block_norm_row(const float *x, const float *y, float *x_out,
+                                                  float *xn, const float *w, uint32_t n,
+                                                  float eps, uint8_t *qrow)
+{
+    if (!bg_row_fits(n, x, y, xn, w, qrow))
+        return false;
+    float v[ROW_PASSES][ROW_VALS], a[ROW_PASSES][ROW_VALS], wv[ROW_PASSES][ROW_VALS];
+    uint32_t at[ROW_PASSES];
+#pragma unroll
+    for (int p = 0; p < ROW_PASSES; p++) {
+        at[p] = (p * blockDim.x + threadIdx.x) * ROW_VALS;
+        if (at[p] < n) {
+            bg_load_row_vals(x + at[p], v[p]);
+            if (y)
+                bg_load_row_vals(y + at[p], a[p]);
+            if (w)
+                bg_load_row_vals(w + at[p], wv[p]);
+        }
+    }
+    double sum = 0.0;
+#pragma unroll
+    for (int p = 0; p < ROW_PASSES; p++) {
+        if (at[p] >= n)
+            continue;
+        if (y) {
+#pragma unroll
+            for (int j = 0; j < ROW_VALS; j++)
+                v[p][j] = v[p][j] + a[p][j];
+            bg_store_row_vals(x_out + at[p], v[p]);
+        }
+#pragma unroll
+        for (int j = 0; j < ROW_VALS; j++)
+            sum += (double)(v[p][j] * v[p][j]);
+    }
+    const double total = bg_block_sum(sum);
+    const float mean = (float)(total / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+#pragma unroll
+    for (int p = 0; p < ROW_PASSES; p++) {
+        const bool active = at[p] < n;
+        if (active) {
+#pragma unroll
+            for (int j = 0; j < ROW_VALS; j++)
+                v[p][j] = w ? (v[p][j] * scale) * wv[p][j] : v[p][j] * scale;
+            bg_store_row_vals(xn + at[p], v[p]);
+        }
+        // a warp's passes are active alike (n a multiple of its 256)
+        if (qrow && p * blockDim.x < n / ROW_VALS)
+            bg_code_row_vals(v[p], active, qrow, n, at[p]);
+    }
+    return true;
+}
+
 // Row r of n (contiguous rows): x += y, then xn = rmsnorm(x) * w, coded
 // into row r of xq (or not: NULL).
 __device__ __forceinline__ void bg_block_add_rmsnorm(float *x, const float *y, float *xn,
@@ -79,6 +210,8 @@ __device__ __forceinline__ void bg_block_add_rmsnorm(float *x, const float *y, f
 {
     float *xr = x + (size_t)r * n, *xnr = xn + (size_t)r * n;
     const float *yr = y + (size_t)r * n;
+    if (bg_block_norm_row(xr, yr, xr, xnr, w, n, eps, xq ? xq + r * bg_code_row_bytes(n) : NULL))
+        return;
     bg_block_batched(
         n, [&](uint32_t i) { return make_float2(xr[i], __ldcg(yr + i)); },
         [&](uint32_t i, float2 a) { xr[i] = a.x + a.y; });
@@ -144,6 +277,9 @@ __device__ __forceinline__ void bg_block_ffn_norm(const bg_gpu_ffn_end &e, uint3
         return;
     const size_t off = (size_t)t * n;
     __syncthreads(); // the row's x written, and its xn read by the gate
+    if (bg_block_norm_row(e.d_x + off, NULL, NULL, e.d_xn + off, e.d_norm_w, n, e.eps,
+                          e.d_xq ? e.d_xq + t * bg_code_row_bytes(n) : NULL))
+        return;
     bg_block_rmsnorm(e.d_xn + off, e.d_x + off, e.d_norm_w, n, e.eps);
     bg_block_code_after(e.d_xn + off, n, e.d_xq, t);
 }

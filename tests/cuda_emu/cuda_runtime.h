@@ -81,6 +81,11 @@ inline float2 make_float2(float x, float y) { return float2{x, y}; }
 struct float4 {
     float x, y, z, w;
 };
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+struct uint2 {
+    unsigned x, y;
+};
+inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
 struct uint4 {
     unsigned x, y, z, w;
 };
@@ -254,7 +259,7 @@ template <typename T> constexpr size_t device_align()
 {
     using U = typename std::remove_cv<T>::type;
     return std::is_same<U, float4>::value || std::is_same<U, uint4>::value ? 16
-           : std::is_same<U, float2>::value                                ? 8
+           : std::is_same<U, float2>::value || std::is_same<U, uint2>::value ? 8
                                                                              : alignof(U);
 }
 template <typename P> P aligned(const void *p, const char *file, int line)
