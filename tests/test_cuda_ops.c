@@ -394,10 +394,12 @@ static void row_norms(void)
                   compare_floats(xn, n * rows) <= 1e-12 && codes_are_cpus(xn, xq, n, rows),
               "add_rmsnorm of %u, coded: NMSE x %.3g, xn %.3g", n, compare_floats(x, n * rows),
               compare_floats(xn, n * rows));
-        /* the feed-forward half's end: two weighed rows, then the norm */
+        /* the feed-forward half's end: two weighed rows and the gated
+         * shared expert's, then the norm */
         uint64_t slot = put_random(n * rows * 2, 1.0f), sw = put_random(rows * 2, 1.0f);
-        const bg_gpu_ffn_end de = {D(x), D(xn), D(sw), NULL, NULL, D(w), 1e-6f, D(xq)};
-        const bg_gpu_ffn_end re = {R(x), R(xn), R(sw), NULL, NULL, R(w), 1e-6f, NULL};
+        uint64_t sh = put_random(n * rows, 1.0f), sh_w = put_random(n, 0.05f);
+        const bg_gpu_ffn_end de = {D(x), D(xn), D(sw), D(sh), D(sh_w), D(w), 1e-6f, D(xq)};
+        const bg_gpu_ffn_end re = {R(x), R(xn), R(sw), R(sh), R(sh_w), R(w), 1e-6f, NULL};
         rc = dev->expert_sum(dg, &de, D(slot), 2, n, rows);
         mock.expert_sum(rg, &re, R(slot), 2, n, rows);
         CHECK(!rc && compare_floats(x, n * rows) <= 1e-12 &&

@@ -16,18 +16,18 @@ enum { ROWS_BATCH = 8 }; // loads a thread issues together in the row tails
 // same row, say) would make each load a trip to L2 of its own. One block
 // does these rows after a product, so those trips are a decode step's
 // latency.
-template <class LOAD, class USE>
+template <int BATCH = ROWS_BATCH, class LOAD, class USE>
 __device__ __forceinline__ void bg_block_batched(uint32_t n, LOAD load, USE use)
 {
     using value = decltype(load(0u));
-    for (uint32_t i0 = threadIdx.x; i0 < n; i0 += ROWS_BATCH * blockDim.x) {
-        value v[ROWS_BATCH] = {};
+    for (uint32_t i0 = threadIdx.x; i0 < n; i0 += BATCH * blockDim.x) {
+        value v[BATCH] = {};
 #pragma unroll
-        for (int u = 0; u < ROWS_BATCH; u++)
+        for (int u = 0; u < BATCH; u++)
             if (i0 + u * blockDim.x < n)
                 v[u] = load(i0 + u * blockDim.x);
 #pragma unroll
-        for (int u = 0; u < ROWS_BATCH; u++)
+        for (int u = 0; u < BATCH; u++)
             if (i0 + u * blockDim.x < n)
                 use(i0 + u * blockDim.x, v[u]);
     }
@@ -222,13 +222,15 @@ __device__ __forceinline__ void bg_block_add_rmsnorm(float *x, const float *y, f
 // Token t's gate on its shared expert's rows, sigmoid(shared_w . xn), by
 // the block's threads (rounding as any float order: the CPU's is ggml's
 // vec_dot_f32), in every thread. Reads all of xn's row, so the norm that
-// rewrites it comes after a barrier.
+// rewrites it comes after a barrier. A row of 2048 is one batch of loads
+// for 128 threads: the experts' chunk ends wait on it.
+enum { GATE_BATCH = 16 };
 __device__ __forceinline__ float bg_block_shared_gate(const bg_gpu_ffn_end &e, uint32_t n,
                                                       uint32_t t)
 {
     const float *xn = e.d_xn + (size_t)t * n;
     float s = 0.0f;
-    bg_block_batched(
+    bg_block_batched<GATE_BATCH>(
         n, [&](uint32_t j) { return make_float2(e.d_shared_w[j], xn[j]); },
         [&](uint32_t, float2 a) { s += a.x * a.y; });
     return bg_sigmoid(bg_block_sum(s));
