@@ -278,16 +278,20 @@ __host__ __device__ constexpr uint64_t bg_code_row_bytes(uint64_t n_in)
     return BG_GPU_ACT_CODE_BYTES(n_in);
 }
 
-// A chunk's 32 codes (whole numbers in [-127, 127]) as 8 words of four
-// int8, in order.
+// Four codes (whole numbers in [-127, 127]) as a word of four int8, in
+// order.
+__device__ __forceinline__ uint32_t bg_code_word(const float q[4])
+{
+    return (uint32_t)(uint8_t)(int8_t)q[0] | (uint32_t)(uint8_t)(int8_t)q[1] << 8 |
+           (uint32_t)(uint8_t)(int8_t)q[2] << 16 | (uint32_t)(uint8_t)(int8_t)q[3] << 24;
+}
+
+// A chunk's 32 codes as 8 words of four int8, in order.
 __device__ __forceinline__ void bg_pack_codes(const float q[32], uint32_t words[8])
 {
 #pragma unroll
     for (int k = 0; k < 8; k++)
-        words[k] = (uint32_t)(uint8_t)(int8_t)q[4 * k] |
-                   (uint32_t)(uint8_t)(int8_t)q[4 * k + 1] << 8 |
-                   (uint32_t)(uint8_t)(int8_t)q[4 * k + 2] << 16 |
-                   (uint32_t)(uint8_t)(int8_t)q[4 * k + 3] << 24;
+        words[k] = bg_code_word(q + 4 * k);
 }
 
 // Stores chunk c's 32 codes and scale into a coded row of n_in: the codes

@@ -133,14 +133,7 @@ __device__ __forceinline__ void bg_code_row_vals(const float v[ROW_VALS], bool a
 #pragma unroll
     for (int j = 0; j < ROW_VALS; j++)
         q[j] = amax > 0.0f ? fminf(127.f, rintf(iscale * v[j])) : 0.0f;
-    uint32_t words[2];
-#pragma unroll
-    for (int k = 0; k < 2; k++)
-        words[k] = (uint32_t)(uint8_t)(int8_t)q[4 * k] |
-                   (uint32_t)(uint8_t)(int8_t)q[4 * k + 1] << 8 |
-                   (uint32_t)(uint8_t)(int8_t)q[4 * k + 2] << 16 |
-                   (uint32_t)(uint8_t)(int8_t)q[4 * k + 3] << 24;
-    *BG_ALIGNED(uint2 *, row + i) = make_uint2(words[0], words[1]);
+    *BG_ALIGNED(uint2 *, row + i) = make_uint2(bg_code_word(q), bg_code_word(q + 4));
     if (lane % (32 / ROW_VALS) == 0)
         ((float *)(row + n))[i / 32] = amax > 0.0f ? 1 / iscale : 0.0f;
 }
