@@ -262,13 +262,9 @@ __global__ void k_rmsnorm(float *y, size_t ys, const float *x, size_t xs, const 
                           uint32_t n, float eps, uint8_t *yq)
 {
     BG_KERNEL_ENTRY();
-    float *yr = y + (size_t)blockIdx.x * ys;
-    const float *xr = x + (size_t)blockIdx.x * xs;
-    if (bg_block_norm_row(xr, NULL, NULL, yr, w, n, eps,
-                          yq ? yq + blockIdx.x * bg_code_row_bytes(n) : NULL))
-        return;
-    bg_block_rmsnorm(yr, xr, w, n, eps);
-    bg_block_code_after(yr, n, yq, blockIdx.x);
+    const size_t r = blockIdx.x;
+    bg_block_norm_row(x + r * xs, NULL, NULL, y + r * ys, w, n, eps,
+                      yq ? yq + r * bg_code_row_bytes(n) : NULL);
 }
 
 // One block per row: x += y, then xn = rmsnorm(x) * w (xq: coded, or NULL).

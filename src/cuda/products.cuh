@@ -374,6 +374,18 @@ __device__ __forceinline__ void bg_acc_chunk_int(float acc[NR][TOK], int t, cons
 
 enum { INT_CHUNKS = 2 }; // chunks a lane loads at once, one token
 
+// Chunk c of a coded row of n_in (k_code_act's layout): its 32 codes as 8
+// words of four int8, and its scale.
+__device__ __forceinline__ void bg_chunk_codes(const uint8_t *xrow, uint64_t n_in, uint64_t c,
+                                               int a[8], float *da)
+{
+    const uint4 *ap = BG_ALIGNED(const uint4 *, xrow + c * 32);
+    const uint4 a0 = ap[0], a1 = ap[1];
+    a[0] = (int)a0.x, a[1] = (int)a0.y, a[2] = (int)a0.z, a[3] = (int)a0.w;
+    a[4] = (int)a1.x, a[5] = (int)a1.y, a[6] = (int)a1.z, a[7] = (int)a1.w;
+    *da = ((const float *)(xrow + n_in))[c];
+}
+
 // NR rows against nt tokens' coded activations (xq[t]: token t's row),
 // over the `lanes` lanes of this lane's row (none of it unless valid).
 template <int T, int NR, int TOK>
@@ -400,12 +412,7 @@ __device__ __forceinline__ void bg_rows_dot_int(const uint8_t *const rows[NR], u
 #pragma unroll
                 for (int r = 0; r < NR; r++)
                     bg_int32<T>(rows[r], c, w[u][r], &s0[u][r], &s1[u][r], &m[u][r]);
-                const uint4 *ap = BG_ALIGNED(const uint4 *, xq[0] + c * 32);
-                const uint4 a0 = ap[0], a1 = ap[1];
-                a[u][0] = (int)a0.x, a[u][1] = (int)a0.y, a[u][2] = (int)a0.z;
-                a[u][3] = (int)a0.w, a[u][4] = (int)a1.x, a[u][5] = (int)a1.y;
-                a[u][6] = (int)a1.z, a[u][7] = (int)a1.w;
-                da[u] = ((const float *)(xq[0] + n_in))[c];
+                bg_chunk_codes(xq[0], n_in, c, a[u], &da[u]);
             }
 #pragma unroll
             for (int u = 0; u < INT_CHUNKS; u++)
@@ -423,11 +430,9 @@ __device__ __forceinline__ void bg_rows_dot_int(const uint8_t *const rows[NR], u
             for (int t = 0; t < TOK; t++) {
                 if (t >= nt)
                     break;
-                const uint4 *ap = BG_ALIGNED(const uint4 *, xq[t] + c * 32);
-                const uint4 a0 = ap[0], a1 = ap[1];
-                const int a[8] = {(int)a0.x, (int)a0.y, (int)a0.z, (int)a0.w,
-                                  (int)a1.x, (int)a1.y, (int)a1.z, (int)a1.w};
-                const float da = ((const float *)(xq[t] + n_in))[c];
+                int a[8];
+                float da;
+                bg_chunk_codes(xq[t], n_in, c, a, &da);
                 bg_acc_chunk_int<NR, TOK>(acc, t, w, s0, s1, m, a, da);
             }
         }

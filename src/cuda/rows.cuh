@@ -83,7 +83,7 @@ __device__ __forceinline__ void bg_block_rmsnorm(float *yr, const float *xr, con
 // are a decode step's latency.
 enum { ROW_VALS = 8, ROW_PASSES = 2 };
 
-// Whether bg_block_norm_row takes a row of n at these addresses (the same
+// Whether bg_block_norm_row_held takes a row of n at these addresses (the same
 // in every thread).
 __device__ __forceinline__ bool bg_row_fits(uint32_t n, const void *a, const void *b,
                                             const void *c, const void *d, const void *e)
@@ -138,13 +138,11 @@ __device__ __forceinline__ void bg_code_row_vals(const float v[ROW_VALS], bool a
         ((float *)(row + n))[i / 32] = amax > 0.0f ? 1 / iscale : 0.0f;
 }
 
-// xn = rmsnorm(x) * w (w NULL: none) over a row of n, coded into qrow
-// (NULL: not), as bg_block_rmsnorm and bg_block_code_after; with y set,
-// x += y first, written back to x_out. False, doing nothing, where
-// bg_row_fits does not hold. The whole block calls it; xn may be x.
-__device__ __forceinline__ bool bg_block_norm_row(const float *x, const float *y, float *x_out,
-                                                  float *xn, const float *w, uint32_t n,
-                                                  float eps, uint8_t *qrow)
+// bg_block_norm_row with the row in registers; false, doing nothing,
+// where bg_row_fits does not hold.
+__device__ __forceinline__ bool bg_block_norm_row_held(const float *x, const float *y,
+                                                       float *x_out, float *xn, const float *w,
+                                                       uint32_t n, float eps, uint8_t *qrow)
 {
     if (!bg_row_fits(n, x, y, xn, w, qrow))
         return false;
@@ -195,21 +193,35 @@ __device__ __forceinline__ bool bg_block_norm_row(const float *x, const float *y
     return true;
 }
 
+// xn = rmsnorm(x) * w (w NULL: none) over a row of n, coded into qrow
+// (NULL: not, else a multiple of 256); with y set, x += y first, written
+// back to x_out. The row in registers where bg_row_fits holds, else in
+// passes over it. The whole block calls it; xn may be x.
+__device__ __forceinline__ void bg_block_norm_row(const float *x, const float *y, float *x_out,
+                                                  float *xn, const float *w, uint32_t n,
+                                                  float eps, uint8_t *qrow)
+{
+    if (bg_block_norm_row_held(x, y, x_out, xn, w, n, eps, qrow))
+        return;
+    if (y) {
+        bg_block_batched(
+            n, [&](uint32_t i) { return make_float2(x[i], __ldcg(y + i)); },
+            [&](uint32_t i, float2 a) { x_out[i] = a.x + a.y; });
+        x = x_out;
+    }
+    bg_block_rmsnorm(xn, x, w, n, eps);
+    bg_block_code_after(xn, n, qrow, 0);
+}
+
 // Row r of n (contiguous rows): x += y, then xn = rmsnorm(x) * w, coded
 // into row r of xq (or not: NULL).
 __device__ __forceinline__ void bg_block_add_rmsnorm(float *x, const float *y, float *xn,
                                                      const float *w, uint32_t n, float eps,
                                                      uint8_t *xq, uint32_t r)
 {
-    float *xr = x + (size_t)r * n, *xnr = xn + (size_t)r * n;
-    const float *yr = y + (size_t)r * n;
-    if (bg_block_norm_row(xr, yr, xr, xnr, w, n, eps, xq ? xq + r * bg_code_row_bytes(n) : NULL))
-        return;
-    bg_block_batched(
-        n, [&](uint32_t i) { return make_float2(xr[i], __ldcg(yr + i)); },
-        [&](uint32_t i, float2 a) { xr[i] = a.x + a.y; });
-    bg_block_rmsnorm(xnr, xr, w, n, eps);
-    bg_block_code_after(xnr, n, xq, r);
+    float *xr = x + (size_t)r * n;
+    bg_block_norm_row(xr, y + (size_t)r * n, xr, xn + (size_t)r * n, w, n, eps,
+                      xq ? xq + r * bg_code_row_bytes(n) : NULL);
 }
 
 // Token t's gate on its shared expert's rows, sigmoid(shared_w . xn), by
@@ -272,11 +284,8 @@ __device__ __forceinline__ void bg_block_ffn_norm(const bg_gpu_ffn_end &e, uint3
         return;
     const size_t off = (size_t)t * n;
     __syncthreads(); // the row's x written, and its xn read by the gate
-    if (bg_block_norm_row(e.d_x + off, NULL, NULL, e.d_xn + off, e.d_norm_w, n, e.eps,
-                          e.d_xq ? e.d_xq + t * bg_code_row_bytes(n) : NULL))
-        return;
-    bg_block_rmsnorm(e.d_xn + off, e.d_x + off, e.d_norm_w, n, e.eps);
-    bg_block_code_after(e.d_xn + off, n, e.d_xq, t);
+    bg_block_norm_row(e.d_x + off, NULL, NULL, e.d_xn + off, e.d_norm_w, n, e.eps,
+                      e.d_xq ? e.d_xq + t * bg_code_row_bytes(n) : NULL);
 }
 
 // Token t's end of a feed-forward half (gpu.h's bg_gpu_ffn_end) over its
