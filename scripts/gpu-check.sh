@@ -231,7 +231,10 @@ note "sessions done at $(elapsed) s"
 # that moves one activation across a rounding tie (llama.cpp's own CPU
 # modes differ by up to 1.5e-4 on the tiny models: the CI log's
 # oracle_parity lines), so the distances are measured on the same file and
-# tokens: brigade's CPU batched against token by token, and, for a row
+# tokens: brigade's CPU batched against token by token, its scalar
+# reference kernels against its SIMD ones (BRIGADE_CPU_ISA=scalar: the same
+# products in another order, which on the tiny models moves the logits by
+# up to 1.6e-4, as far as the GPU's order does), and, for a row
 # above the bound so far, llama.cpp's (bench/oracle_logits: REF, with
 # REF_GPU its CUDA build): brigade's CPU against llama.cpp's token by
 # token, llama.cpp's batched against its token by token, and llama.cpp's
@@ -249,7 +252,13 @@ parity() {
             -ctk "$ctk" -ctv "$ctv" -c 64 >>"$LOG" 2>&1 || { note "cpu eval failed: $name"; }
     done
     spread=$($NMSE "$WORK/cpu512.bin" "$WORK/cpu1.bin")
-    bound=$(bound_of "$spread")
+    # the CPU's scalar reference kernels: the same products, summed in
+    # another order than its SIMD ones (as the GPU's are)
+    BRIGADE_CPU_ISA=scalar timeout 120 "$B" eval -m "$m" --tokens "$WORK/tokens.txt" \
+        --logits-out "$WORK/scalar.bin" -ub 512 -ctk "$ctk" -ctv "$ctv" -c 64 >>"$LOG" 2>&1 ||
+        note "cpu scalar eval failed: $name"
+    isa=$($NMSE "$WORK/scalar.bin" "$WORK/cpu512.bin")
+    bound=$(bound_of "$spread" "$isa")
     for ub in 512 1; do
         # shellcheck disable=SC2086
         if timeout 120 "$B" eval -m "$m" --tokens "$WORK/tokens.txt" --logits-out "$WORK/gpu$ub.bin" -ub $ub \
@@ -274,25 +283,26 @@ parity() {
         lcpu=$($NMSE "$WORK/cpu1.bin" "$WORK/ref.tok.bin")
         lspread=$($NMSE "$WORK/ref.bat.bin" "$WORK/ref.tok.bin")
         [ -z "$REF_GPU" ] || lgpu=$($NMSE "$WORK/ref.gpu.bin" "$WORK/ref.tok.bin")
-        bound=$(bound_of "$spread" "$lcpu" "$lspread" "$lgpu")
+        bound=$(bound_of "$spread" "$isa" "$lcpu" "$lspread" "$lgpu")
     fi
     for ub in 512 1; do
         eval "e=\$e$ub"
         mode=$([ $ub = 1 ] && echo decode || echo prefill)
         res=pass; within "$e" "$bound" || { res=FAIL; failed=1; }
-        echo "| $name | $ctk/$ctv | $flags | $mode | $e | $spread | $lcpu | $lspread | $lgpu | $bound | $res |" >> "$MD"
+        echo "| $name | $ctk/$ctv | $flags | $mode | $e | $spread | $isa | $lcpu | $lspread | $lgpu | $bound | $res |" >> "$MD"
     done
-    rm -f "$WORK"/cpu512.bin "$WORK"/cpu1.bin "$WORK"/gpu512.bin "$WORK"/gpu1.bin "$WORK"/ref.*.bin
+    rm -f "$WORK"/cpu512.bin "$WORK"/cpu1.bin "$WORK"/scalar.bin "$WORK"/gpu512.bin "$WORK"/gpu1.bin "$WORK"/ref.*.bin
 }
-PARITY_HEAD="| model | KV | GPU flags | mode | NMSE | CPU spread | CPU vs llama.cpp | llama.cpp spread | llama.cpp GPU vs CPU | bound | result |
-| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+PARITY_HEAD="| model | KV | GPU flags | mode | NMSE | CPU spread | CPU scalar vs SIMD | CPU vs llama.cpp | llama.cpp spread | llama.cpp GPU vs CPU | bound | result |
+| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
 
 {
     echo "## GPU vs CPU logits"
     echo
     echo "NMSE of brigade's GPU logits against its CPU's, 24 tokens. Beside it, distances"
     echo "between valid summation orders on the same file: the CPU's batched against its"
-    echo "token-by-token logits (CPU spread) and, for a row above $BOUND without them,"
+    echo "token-by-token logits (CPU spread), its scalar reference kernels' against its"
+    echo "SIMD kernels' (BRIGADE_CPU_ISA=scalar, prefill) and, for a row above $BOUND without them,"
     echo "llama.cpp's: the CPU's token-by-token logits against llama.cpp's, llama.cpp's"
     echo "batched against its token-by-token (its spread), llama.cpp's GPU against its CPU."
     echo "Bound: $BOUND, or twice the largest distance + 1e-5. Quantized tiny models with"
@@ -652,7 +662,7 @@ fi
 for t in q4_k_m $(echo "$TYPES" | tr ' ' '\n' | grep -v '^f32$\|^f16$\|^bf16$') \
          $(echo "$TYPES" | tr ' ' '\n' | grep '^f32$\|^f16$\|^bf16$' | sort -r); do
     if [ "$(elapsed)" -gt "$LIMIT" ]; then
-        echo "| slice $t | | | | skipped: past ${LIMIT} s | | | | | | |" >> "$MD"
+        echo "| slice $t | | | | skipped: past ${LIMIT} s | | | | | | | |" >> "$MD"
         continue
     fi
     m="$WORK/slice-$t.gguf"

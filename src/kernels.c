@@ -3,6 +3,8 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "fp16.h"
 
@@ -126,6 +128,30 @@ size_t bg_kernel_dot_variants(bg_type type, bg_dot_variant *out, size_t cap)
     return n;
 }
 
+static const char *const isa_names[] = {"scalar", "avx2", "avx512", "amx"};
+
+bg_cpu_isa bg_cpu_isa_of(const char *name)
+{
+    for (int i = 0; i < BG_ISA_AMX; i++)
+        if (strcmp(name, isa_names[i]) == 0)
+            return (bg_cpu_isa)i;
+    return BG_ISA_AMX;
+}
+
+bool bg_cpu_isa_cap(bg_cpu_isa *cap)
+{
+    const char *v = getenv("BRIGADE_CPU_ISA");
+    *cap = BG_ISA_AMX;
+    if (!v || !*v)
+        return true;
+    for (int i = 0; i <= BG_ISA_AMX; i++)
+        if (strcmp(v, isa_names[i]) == 0) {
+            *cap = (bg_cpu_isa)i;
+            return true;
+        }
+    return false;
+}
+
 static void vec_mad_f16_scalar(int64_t n, uint16_t *y, const uint16_t *x, float s)
 {
     for (int64_t i = 0; i < n; i++)
@@ -155,32 +181,39 @@ static struct {
 } vec = {vec_mad_f16_scalar, vec_scale_f16_scalar, vec_f16_to_f32_scalar};
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 
-/* The last variant listed is the fastest. */
+/* The last variant listed within the cap is the fastest. */
 static void choose_all(void)
 {
+    bg_cpu_isa cap;
+    bg_cpu_isa_cap(&cap);
     for (int t = 0; t < BG_TYPE_COUNT; t++) {
         bg_dot_variant v[4];
         size_t n = bg_kernel_dot_variants((bg_type)t, v, 4);
-        chosen[t] = n ? v[(n < 4 ? n : 4) - 1].fn : NULL;
+        chosen[t] = NULL;
+        for (size_t i = 0; i < n && i < 4; i++)
+            if (bg_cpu_isa_of(v[i].name) <= cap)
+                chosen[t] = v[i].fn;
     }
     for (int t = 0; t < BG_TYPE_COUNT; t++) {
         const bg_quant_ops *ops = bg_quant_ops_get((bg_type)t);
         chosen_quantize[t] = ops ? ops->quantize_activations : NULL;
     }
 #ifdef BG_KERNELS_X86
-    if (cpu_has_avx512())
+    const bool avx2 = cap >= BG_ISA_AVX2 && cpu_has_avx2();
+    const bool avx512 = cap >= BG_ISA_AVX512 && cpu_has_avx512();
+    if (avx512)
         chosen_quantize[BG_TYPE_Q8_K] = bg_quantize_q8_K_avx512;
     /* a multi-row dot only where it equals the chosen single one */
-    if (cpu_has_avx512())
+    if (avx512)
         for (int t = 0; t < BG_TYPE_COUNT; t++)
             if (chosen[t] && chosen[t] == avx512_dot((bg_type)t))
                 chosen_multi[t] = avx512_dot_multi((bg_type)t);
-    if (cpu_has_amx())
+    if (cap >= BG_ISA_AMX && cpu_has_amx())
         chosen_gemm[BG_TYPE_Q4_K] = &amx_q4_K, chosen_gemm[BG_TYPE_Q6_K] = &amx_q6_K,
         chosen_gemm[BG_TYPE_Q8_0] = &amx_q8_0;
-    if (cpu_has_avx2() && chosen[BG_TYPE_Q8_0] == bg_dot_q8_0_avx2)
+    if (avx2 && chosen[BG_TYPE_Q8_0] == bg_dot_q8_0_avx2)
         chosen_multi[BG_TYPE_Q8_0] = bg_dot_multi_q8_0_avx2;
-    if (cpu_has_avx2()) {
+    if (avx2) {
         vec.mad_f16 = bg_vec_mad_f16_avx2;
         vec.scale_f16 = bg_vec_scale_f16_avx2;
         vec.f16_to_f32 = bg_vec_f16_to_f32_avx2;

@@ -4,6 +4,7 @@
 #ifndef BG_KERNELS_H
 #define BG_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -64,6 +65,19 @@ const bg_gemm_kernel *bg_kernel_gemm(bg_type type);
  * NULL where the type has no quant ops. */
 typedef void (*bg_quantize_fn)(const float *src, void *dst, int64_t n);
 bg_quantize_fn bg_kernel_quantize_activations(bg_type type);
+
+/* The widest instruction set the CPU's kernels may choose (dots, tiled
+ * products, ops.h's row operations): BRIGADE_CPU_ISA names it (scalar,
+ * avx2, avx512, amx; unset: all the processor has). The variants order
+ * their float steps differently, so capping them gives the same products
+ * in another valid summation order: gpu-check measures how far that moves
+ * a model's logits, the distance a GPU's own order may also go. False
+ * where BRIGADE_CPU_ISA names none of these (*cap: all, then). */
+typedef enum bg_cpu_isa { BG_ISA_SCALAR, BG_ISA_AVX2, BG_ISA_AVX512, BG_ISA_AMX } bg_cpu_isa;
+bool bg_cpu_isa_cap(bg_cpu_isa *cap);
+
+/* The instruction set a variant's name ("scalar", "avx2", ...) says. */
+bg_cpu_isa bg_cpu_isa_of(const char *variant_name);
 
 /* Every variant this processor can run for `type`, the scalar reference
  * first; returns how many (at most cap are written). */

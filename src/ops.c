@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "kernels.h"
+
 void bg_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
 {
     double sum = 0.0;
@@ -192,12 +194,17 @@ int bg_ops_impls(bg_ops_impl *out, int cap)
 static bg_ops_impl chosen;
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 
-/* The last one listed is the fastest. */
+/* The last one listed within kernels.h's cap is the fastest. */
 static void choose(void)
 {
     bg_ops_impl v[4];
     int n = bg_ops_impls(v, 4);
-    chosen = v[(n < 4 ? n : 4) - 1];
+    bg_cpu_isa cap;
+    bg_cpu_isa_cap(&cap);
+    chosen = v[0];
+    for (int i = 1; i < n && i < 4; i++)
+        if (bg_cpu_isa_of(v[i].name) <= cap)
+            chosen = v[i];
 }
 
 static const bg_ops_impl *impl(void)

@@ -8,6 +8,7 @@
 
 #include "error.h"
 #include "gpu_backend.h"
+#include "kernels.h"
 #include "ops.h"
 #include "placement.h"
 #include "planner.h"
@@ -200,6 +201,12 @@ brigade_status brigade_session_new(const brigade_model *model, const brigade_ses
         return bg_fail(err, BRIGADE_ERR_ARG,
                        "this model is described by its header only (a catalogue entry): it can "
                        "be planned, not evaluated");
+    bg_cpu_isa cap;
+    if (!bg_cpu_isa_cap(&cap))
+        return bg_fail(err, BRIGADE_ERR_ARG,
+                       "BRIGADE_CPU_ISA=%s: expected scalar, avx2, avx512 or amx (the widest "
+                       "instruction set the CPU's kernels may use)",
+                       getenv("BRIGADE_CPU_ISA"));
     brigade_session *s = calloc(1, sizeof *s);
     if (!s)
         return bg_fail(err, BRIGADE_ERR_NOMEM, "out of memory");
