@@ -128,28 +128,29 @@ size_t bg_kernel_dot_variants(bg_type type, bg_dot_variant *out, size_t cap)
     return n;
 }
 
-static const char *const isa_names[] = {"scalar", "avx2", "avx512", "amx"};
+/* The instruction set of that name, as BRIGADE_CPU_ISA and the variants
+ * name them; -1 for none. */
+static int isa_named(const char *name)
+{
+    static const char *const names[] = {"scalar", "avx2", "avx512", "amx"};
+    for (int i = 0; i <= BG_ISA_AMX; i++)
+        if (strcmp(name, names[i]) == 0)
+            return i;
+    return -1;
+}
 
 bg_cpu_isa bg_cpu_isa_of(const char *name)
 {
-    for (int i = 0; i < BG_ISA_AMX; i++)
-        if (strcmp(name, isa_names[i]) == 0)
-            return (bg_cpu_isa)i;
-    return BG_ISA_AMX;
+    const int i = isa_named(name);
+    return i < 0 ? BG_ISA_AMX : (bg_cpu_isa)i;
 }
 
 bool bg_cpu_isa_cap(bg_cpu_isa *cap)
 {
     const char *v = getenv("BRIGADE_CPU_ISA");
-    *cap = BG_ISA_AMX;
-    if (!v || !*v)
-        return true;
-    for (int i = 0; i <= BG_ISA_AMX; i++)
-        if (strcmp(v, isa_names[i]) == 0) {
-            *cap = (bg_cpu_isa)i;
-            return true;
-        }
-    return false;
+    const int i = v && *v ? isa_named(v) : BG_ISA_AMX;
+    *cap = i < 0 ? BG_ISA_AMX : (bg_cpu_isa)i;
+    return i >= 0;
 }
 
 static void vec_mad_f16_scalar(int64_t n, uint16_t *y, const uint16_t *x, float s)

@@ -76,7 +76,8 @@ bg_quantize_fn bg_kernel_quantize_activations(bg_type type);
 typedef enum bg_cpu_isa { BG_ISA_SCALAR, BG_ISA_AVX2, BG_ISA_AVX512, BG_ISA_AMX } bg_cpu_isa;
 bool bg_cpu_isa_cap(bg_cpu_isa *cap);
 
-/* The instruction set a variant's name ("scalar", "avx2", ...) says. */
+/* The instruction set a variant's name ("scalar", "avx2", ...) says; a
+ * name it does not know counts as the widest. */
 bg_cpu_isa bg_cpu_isa_of(const char *variant_name);
 
 /* Every variant this processor can run for `type`, the scalar reference
