@@ -636,11 +636,35 @@ for k, a in sorted(agg.items(), key=lambda kv: -kv[1]["gpu__time_duration.sum"] 
         a["sm__maximum_warps_per_active_cycle_pct"] / n, k,
         " ".join("%s %.1f" % (m, v) for v, m in stalls[:6] if v >= 0.05) or "(no stall metrics)"))
 PY
+# A decode step as it runs (graph replayed, programmatic dependent launch):
+# BRIGADE_CUDA_TIMELINE notes when each launch's first block passed its
+# wait, in device time, and writes each launch's mean over 16 steps; the
+# report takes its table by site, $OUT/timeline*.md keep every launch.
+timeline_table() { # title, file name under $OUT, then environment assignments
+    title=$1 file=$2; shift 2
+    echo "### $title"
+    echo
+    if [ "$(elapsed)" -gt "$DEADLINE" ]; then
+        echo "skipped: past ${DEADLINE} s"; echo; return
+    fi
+    rm -f "$OUT/$file"
+    if env "$@" BRIGADE_CUDA_TIMELINE="$OUT/$file" timeout 120 "$B" bench -m "$FULL" \
+            -p 0 -n 24 -r 1 -ngl 99 > "$WORK/tl.out" 2>> "$LOG" && [ -s "$OUT/$file" ]; then
+        sed -n '1,/^| # |/p' "$OUT/$file" | sed '$d'
+    else
+        echo "failed (see gpu-check.log)"; failed=1
+    fi
+    echo
+}
 DECODE_RUN="-p 0 -n 4" DECODE_WINDOW="--launch-skip 300 --launch-count 300"
 # a prefill's: past the first layers of the warm-up's micro-batch of 512
 # tokens; the warm-up and the counted run launch the same kernels
 PREFILL_RUN="-p 512 -n 0" PREFILL_WINDOW="--launch-skip 450 --launch-count 450"
 {
+    timeline_table "Decode step on the device's clock, all on the GPU" timeline.md \
+        BRIGADE_CUDA_FUSE=1
+    timeline_table "Decode step on the device's clock, fused tails off" timeline-unfused.md \
+        BRIGADE_CUDA_FUSE=0
     ncu_table "Decode kernels by GPU time: launches 301-600 of tg4 all on the GPU" \
         ncu-fused.csv "$DECODE_RUN" "$DECODE_WINDOW" BRIGADE_CUDA_FUSE=1
     ncu_stalls

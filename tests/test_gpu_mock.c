@@ -609,6 +609,92 @@ static void decode_kernels(const char *dir, uint32_t type, uint32_t want)
     remove(path);
 }
 
+/* The last step's logits of 24 decode steps after a 3-token prompt (NULL
+ * on an error); with timeline set, under BRIGADE_CUDA_TIMELINE=timeline. */
+static float *decode_steps(const brigade_model *m, const char *timeline, brigade_error *err)
+{
+    brigade_session_options o = {.n_ctx = 32, .n_threads = 2, .n_ubatch = 8, .n_gpu_layers = 99};
+    if (timeline)
+        setenv("BRIGADE_CUDA_TIMELINE", timeline, 1);
+    brigade_session *s = NULL;
+    brigade_status st = brigade_session_new(m, &o, &s, err);
+    unsetenv("BRIGADE_CUDA_TIMELINE");
+    float *logits = st ? NULL : malloc(brigade_model_n_vocab(m) * sizeof *logits);
+    int32_t prompt[3] = {5, 6, 7};
+    st = st ? st : !logits ? BRIGADE_ERR_NOMEM : brigade_session_eval(s, prompt, 3, false, NULL, err);
+    for (int i = 0; i < 24 && !st; i++) {
+        const int32_t tok = 8 + i;
+        st = brigade_session_eval(s, &tok, 1, false, logits, err);
+    }
+    brigade_session_free(s);
+    if (st) {
+        free(logits);
+        return NULL;
+    }
+    return logits;
+}
+
+/* BRIGADE_CUDA_TIMELINE: the file lists a decode step's launches as the
+ * design has them (the 26 of decode_kernels, then the output head), each
+ * site's count, and times that add up to the step's; the logits are
+ * those of a session without it. */
+static void timeline(const char *dir)
+{
+    char path[512], file[600];
+    brigade_error err;
+    brigade_model *m = synth_model(path, dir, "timeline", "tiny-qwen35moe", BG_TYPE_Q4_K, 6);
+    if (!m)
+        return;
+    snprintf(file, sizeof file, "%s/timeline.md", dir);
+    remove(file);
+    float *plain = decode_steps(m, NULL, &err);
+    CHECK(plain, "timeline, without: %s", err.message);
+    float *timed = decode_steps(m, file, &err);
+    CHECK(timed, "timeline: %s", err.message);
+    const uint32_t V = brigade_model_n_vocab(m);
+    CHECK(plain && timed && !memcmp(plain, timed, V * sizeof *timed),
+          "timeline: the logits differ from a session without it");
+    FILE *f = fopen(file, "r");
+    CHECK(f, "timeline: no file %s", file);
+    char line[512];
+    unsigned n_launch = 0, rows = 0, want_row = 0;
+    double step = -1, sum = 0;
+    int dn = -1, attn = -1, head = -1, bad = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned i, count;
+        double us;
+        char site[256];
+        if (sscanf(line, "## Timeline of a step of 1 tokens: %u launches, %lf us", &n_launch,
+                   &step) == 2)
+            continue;
+        if (sscanf(line, "| %u | %255[^|]| %lf |", &i, site, &us) == 3) {
+            bad += i != want_row++ || us < 0;
+            sum += us;
+            rows++;
+        } else if (sscanf(line, "| %255[^|]| %u | %lf |", site, &count, &us) == 3) {
+            if (strstr(site, "k_dn_recur @"))
+                dn = (int)count;
+            else if (strstr(site, "k_attn @"))
+                attn = (int)count;
+            else if (strstr(site, "k_matmul<T, NR, TOK, INT> @"))
+                head = (int)count;
+        }
+    }
+    if (f)
+        fclose(f);
+    CHECK(n_launch == 27 && rows == 27 && !bad, "timeline: %u launches, %u rows (%d out of order)",
+          n_launch, rows, bad);
+    CHECK(dn == 3 && attn == 1 && head == 1,
+          "timeline: %d DeltaNet, %d attention, %d head launches, want 3, 1, 1", dn, attn, head);
+    CHECK(step >= 0 && fabs(sum - step) <= 0.1 * rows, "timeline: rows sum to %.1f us of %.1f",
+          sum, step);
+    free(plain);
+    free(timed);
+    remove(file);
+    brigade_model_free(m);
+    remove(path);
+}
+
 /* Page-locked host memory from the device: a GPU session's 7 buffers that
  * cross, and a logits buffer from the session (released through the
  * device, also after the session); on the CPU plain memory. The logits in
@@ -691,10 +777,11 @@ int main(void)
      * token itself; its output coded, heads of 64 not being whole K-quant
      * blocks; then as DeltaNet's last four): 1 + 3 * 6 + 7 */
     decode_kernels(dir, BG_TYPE_Q4_K, 26);
+    timeline(dir);
     rmdir(dir);
     return check_summary("test_gpu_device");
 #else
-    (void)decode_kernels; /* the device's kernels only */
+    (void)decode_kernels, (void)timeline; /* the device's kernels only */
     bg_gpu_api_override(&mock);
     /* The stand-in's arithmetic is the CPU reference's up to summation
      * order, the SIMD kernels' roundings and f16 V accumulation: float

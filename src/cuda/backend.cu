@@ -2,6 +2,7 @@
 // context and stream, the one arena, copies, CUDA graphs, and the small
 // element-wise kernels. The heavy kernels are in matmul.cu and
 // attention.cu. Run on an H200 by scripts/gpu-check.sh (README, "CUDA").
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +32,229 @@ static bool env_zero(const char *name)
 {
     const char *v = getenv(name);
     return v && !strcmp(v, "0");
+}
+
+// ------------------------------------------------------------- timeline
+
+// BRIGADE_CUDA_TIMELINE=FILE: the steps that replay a graph for the
+// TIMELINE_WARM + 1-th to TIMELINE_WARM + TIMELINE_REPLAYS-th time (of
+// the first graph to get there; then of the next) note when each launch
+// passed its wait (common.cuh): the graph's, then those the step makes
+// before the host waits (the output head). FILE gets each launch's mean
+// time, as the step runs, with programmatic dependent launch, where a
+// profiler would take the kernels apart.
+enum { TIMELINE_WARM = 4, TIMELINE_REPLAYS = 16, TIMELINE_SETTERS = 8 };
+
+static bg_timeline_setter timeline_setters[TIMELINE_SETTERS];
+static int n_timeline_setters;
+
+// Called once by each translation unit as the program starts (common.cuh).
+bool bg_timeline_register(bg_timeline_setter set)
+{
+    if (n_timeline_setters == TIMELINE_SETTERS)
+        return false;
+    timeline_setters[n_timeline_setters++] = set;
+    return true;
+}
+
+// The sites of the launches while a capture is logged.
+bool bg_launch_logging = false;
+static const char **launch_log;
+static uint32_t launch_log_n, launch_log_cap;
+static bool launch_log_lost; // out of memory: the capture goes untimed
+
+void bg_launch_note(const char *site)
+{
+    if (launch_log_n == launch_log_cap) {
+        const uint32_t cap = launch_log_cap ? 2 * launch_log_cap : 256;
+        const char **p = (const char **)realloc(launch_log, cap * sizeof *p);
+        if (!p) {
+            launch_log_lost = true;
+            return;
+        }
+        launch_log = p, launch_log_cap = cap;
+    }
+    launch_log[launch_log_n++] = site;
+}
+
+// Points every translation unit's kernels at tl (NULL: off).
+static void timeline_point(bg_gpu *g, bg_timeline *tl)
+{
+    for (int i = 0; i < n_timeline_setters; i++)
+        timeline_setters[i](g->stream, tl);
+}
+
+// Marks the end of a timed replay's last launch.
+__global__ void k_timeline_mark(void) { BG_KERNEL_ENTRY(); }
+
+static int timeline_init(bg_gpu *g)
+{
+    g->timeline_key = UINT64_MAX;
+    const char *path = getenv("BRIGADE_CUDA_TIMELINE");
+    if (!path || !*path)
+        return 0;
+    if (bg_check(g, cudaMalloc((void **)&g->timeline, sizeof *g->timeline),
+                 "allocating the timeline (BRIGADE_CUDA_TIMELINE)"))
+        return -1;
+    g->timeline_path = path;
+    return 0;
+}
+
+// Writes the timed steps (n records of when each launch passed its wait;
+// a step's launches named by sites) to the timeline's file: each launch's
+// mean time, and the same summed by site.
+static int timeline_write(bg_gpu *g, uint64_t key, const char *const *sites, uint32_t n_sites,
+                          const unsigned long long *t, uint64_t n)
+{
+    const uint32_t per = n_sites + 1; // the launches and the end mark
+    if (n != (uint64_t)per * TIMELINE_REPLAYS) {
+        snprintf(g->err, sizeof g->err,
+                 "BRIGADE_CUDA_TIMELINE: %llu launches noted in %d steps of %u",
+                 (unsigned long long)n, TIMELINE_REPLAYS, n_sites);
+        return -1;
+    }
+    double *us = (double *)calloc(n_sites, sizeof *us);
+    FILE *f = us ? fopen(g->timeline_path, "a") : NULL;
+    if (!f) {
+        snprintf(g->err, sizeof g->err, "BRIGADE_CUDA_TIMELINE: cannot write %s: %s",
+                 g->timeline_path, us ? strerror(errno) : "out of memory");
+        free(us);
+        return -1;
+    }
+    double step = 0;
+    for (uint32_t i = 0; i < n_sites; i++) {
+        for (int r = 0; r < TIMELINE_REPLAYS; r++)
+            us[i] += 1e-3 * (double)(t[(size_t)r * per + i + 1] - t[(size_t)r * per + i]);
+        us[i] /= TIMELINE_REPLAYS;
+        step += us[i];
+    }
+    fprintf(f, "## Timeline of a step of %u tokens: %u launches, %.1f us\n\n", (uint32_t)key,
+            n_sites, step);
+    fprintf(f, "Mean of %d steps after %d; a launch's time runs from when its first block "
+               "passed its wait to when the next launch's did (the step: its graph's "
+               "launches, then those until the host waits).\n\n",
+            TIMELINE_REPLAYS, TIMELINE_WARM);
+    fprintf(f, "| kernel @ site | launches | us | share |\n| --- | ---: | ---: | ---: |\n");
+    for (uint32_t i = 0; i < n_sites; i++) {
+        bool first = true; // the site's first launch: its row sums them all
+        for (uint32_t j = 0; j < i && first; j++)
+            first = strcmp(sites[j], sites[i]) != 0;
+        if (!first)
+            continue;
+        uint32_t count = 0;
+        double sum = 0;
+        for (uint32_t j = i; j < n_sites; j++)
+            if (!strcmp(sites[j], sites[i]))
+                count++, sum += us[j];
+        fprintf(f, "| %s | %u | %.1f | %.1f%% |\n", sites[i], count, sum,
+                step > 0 ? 100 * sum / step : 0.0);
+    }
+    fprintf(f, "\n| # | kernel @ site | us |\n| ---: | --- | ---: |\n");
+    for (uint32_t i = 0; i < n_sites; i++)
+        fprintf(f, "| %u | %s | %.1f |\n", i, sites[i], us[i]);
+    fprintf(f, "\n");
+    free(us);
+    if (fclose(f)) {
+        snprintf(g->err, sizeof g->err, "BRIGADE_CUDA_TIMELINE: writing %s: %s",
+                 g->timeline_path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+// Reads the records and writes the file, the step's sites being graph gr's
+// launches, then the tail's.
+static int timeline_finish(bg_gpu *g, const bg_gpu_graph *gr)
+{
+    unsigned long long n = 0;
+    if (bg_check(g, cudaMemcpyAsync(&n, &g->timeline->n, sizeof n, cudaMemcpyDeviceToHost,
+                                    g->stream),
+                 "reading the timeline") ||
+        bg_check(g, cudaStreamSynchronize(g->stream), "reading the timeline"))
+        return -1;
+    n = n < (unsigned long long)BG_TIMELINE_CAP ? n : (unsigned long long)BG_TIMELINE_CAP;
+    const uint32_t n_sites = gr->n_sites + g->timeline_n_tail;
+    unsigned long long *t = (unsigned long long *)malloc((n ? n : 1) * sizeof *t);
+    const char **sites = (const char **)malloc(n_sites * sizeof *sites);
+    int rc = 0;
+    if (!t || !sites) {
+        snprintf(g->err, sizeof g->err, "BRIGADE_CUDA_TIMELINE: out of memory");
+        rc = -1;
+    }
+    rc = rc ? rc
+            : bg_check(g, cudaMemcpyAsync(t, g->timeline->t, n * sizeof *t,
+                                          cudaMemcpyDeviceToHost, g->stream),
+                       "reading the timeline");
+    rc = rc ? rc : bg_check(g, cudaStreamSynchronize(g->stream), "reading the timeline");
+    if (!rc) {
+        memcpy(sites, gr->sites, gr->n_sites * sizeof *sites);
+        memcpy(sites + gr->n_sites, g->timeline_tail, g->timeline_n_tail * sizeof *sites);
+        rc = timeline_write(g, gr->key, sites, n_sites, t, n);
+    }
+    free(t);
+    free(sites);
+    return rc;
+}
+
+// Ends a timed step (if one is open) before the host waits or copies: the
+// end mark, the kernels pointed away, the launches since the graph kept
+// as the step's tail (the same each step), and after the last timed step
+// the file written.
+static int timeline_close(bg_gpu *g)
+{
+    bg_gpu_graph *const gr = g->timeline_open;
+    if (!gr)
+        return 0;
+    g->timeline_open = NULL;
+    bg_launch_logging = false;
+    BG_LAUNCH(1, 32, 0, g->stream, k_timeline_mark)();
+    timeline_point(g, NULL);
+    if (bg_cuda_launched(g, "the timeline's end mark"))
+        return -1;
+    const bool first = gr->replays == TIMELINE_WARM + 1;
+    if (launch_log_lost || (first && launch_log_n > BG_TIMELINE_TAIL) ||
+        (!first && launch_log_n != g->timeline_n_tail)) {
+        snprintf(g->err, sizeof g->err,
+                 "BRIGADE_CUDA_TIMELINE: %u launches after the graph, where the first "
+                 "timed step had %u (at most %d)",
+                 launch_log_n, g->timeline_n_tail, BG_TIMELINE_TAIL);
+        return -1;
+    }
+    if (first) {
+        memcpy(g->timeline_tail, launch_log, launch_log_n * sizeof *launch_log);
+        g->timeline_n_tail = launch_log_n;
+    }
+    if (gr->replays < TIMELINE_WARM + TIMELINE_REPLAYS)
+        return 0;
+    g->timeline_key = UINT64_MAX; // the next graph may be timed
+    return timeline_finish(g, gr);
+}
+
+// Launches replay gr; where the timeline is on and gr's turn has come,
+// opens a timed step that timeline_close ends.
+static int timeline_replay(bg_gpu *g, bg_gpu_graph *gr)
+{
+    const bool timed = g->timeline && gr->sites &&
+                       (g->timeline_key == UINT64_MAX || g->timeline_key == gr->key) &&
+                       gr->replays >= TIMELINE_WARM &&
+                       gr->replays < TIMELINE_WARM + TIMELINE_REPLAYS;
+    if (timed && g->timeline_key == UINT64_MAX) {
+        g->timeline_key = gr->key;
+        if (bg_check(g, cudaMemsetAsync(&g->timeline->n, 0, sizeof g->timeline->n, g->stream),
+                     "clearing the timeline"))
+            return -1;
+    }
+    gr->replays++;
+    if (timed)
+        timeline_point(g, g->timeline);
+    if (bg_check(g, cudaGraphLaunch(gr->exec, g->stream), "launching a graph"))
+        return -1;
+    if (timed) {
+        g->timeline_open = gr;
+        bg_launch_logging = true;
+        launch_log_n = 0, launch_log_lost = false;
+    }
+    return 0;
 }
 
 // Programmatic dependent launch is used when the card has it (sm_90 and
@@ -121,6 +345,13 @@ static int gpu_init(int device, bg_gpu **out, char *desc, size_t desc_cap, char 
         free(g);
         return -1;
     }
+    if (timeline_init(g)) {
+        snprintf(msg, msg_cap, "%s", g->err);
+        cudaEventDestroy(g->uploaded);
+        cudaStreamDestroy(g->stream);
+        free(g);
+        return -1;
+    }
     bg_debug = getenv("BRIGADE_CUDA_DEBUG") && !env_zero("BRIGADE_CUDA_DEBUG");
     bg_fuse = !env_zero("BRIGADE_CUDA_FUSE");
     bg_pdl = prop.major >= 9 && !env_zero("BRIGADE_CUDA_PDL") && !bg_debug;
@@ -145,15 +376,20 @@ static void gpu_destroy(bg_gpu *g)
     if (!g)
         return;
     cudaSetDevice(g->device);
+    g->timeline_open = NULL; // a step left open is not written
+    bg_launch_logging = false;
     if (g->capturing) {
         cudaGraph_t graph;
         cudaStreamEndCapture(g->stream, &graph);
         if (graph)
             cudaGraphDestroy(graph);
     }
-    for (int i = 0; i < g->n_graphs; i++)
+    for (int i = 0; i < g->n_graphs; i++) {
         cudaGraphExecDestroy(g->graphs[i].exec);
+        free(g->graphs[i].sites);
+    }
     cudaStreamSynchronize(g->stream);
+    cudaFree(g->timeline);
     cudaFree(g->arena);
     cudaEventDestroy(g->uploaded);
     cudaStreamDestroy(g->stream);
@@ -201,6 +437,8 @@ static int gpu_wait_uploads(bg_gpu *g)
 
 static int gpu_download(bg_gpu *g, void *dst, const void *d_src, uint64_t bytes)
 {
+    if (timeline_close(g))
+        return -1;
     if (bg_check(g, cudaMemcpyAsync(dst, d_src, bytes, cudaMemcpyDeviceToHost, g->stream),
                  "copy from the device"))
         return -1;
@@ -216,6 +454,8 @@ static void gpu_host_free(void *host) { cudaFreeHost(host); }
 
 static int gpu_download_async(bg_gpu *g, void *dst, const void *d_src, uint64_t bytes)
 {
+    if (timeline_close(g))
+        return -1;
     return bg_check(g, cudaMemcpyAsync(dst, d_src, bytes, cudaMemcpyDeviceToHost, g->stream),
                     "copy from the device");
 }
@@ -241,6 +481,8 @@ static int gpu_set_scratch(bg_gpu *g, void *d_scratch, uint64_t bytes)
 
 static int gpu_sync(bg_gpu *g)
 {
+    if (timeline_close(g))
+        return -1;
     return bg_check(g, cudaStreamSynchronize(g->stream), "the device's work");
 }
 
@@ -345,6 +587,8 @@ extern "C" int bg_cuda_expert_sum(bg_gpu *g, const bg_gpu_ffn_end *e, const floa
 static int gpu_graph_begin(bg_gpu *g, uint64_t key, bool *replay)
 {
     *replay = false;
+    if (timeline_close(g))
+        return -1;
     if (bg_debug)
         return 1; // eagerly, each launch checked
     for (int i = 0; i < g->n_graphs; i++)
@@ -359,6 +603,8 @@ static int gpu_graph_begin(bg_gpu *g, uint64_t key, bool *replay)
         return -1;
     g->capturing = true;
     g->capture_key = key;
+    bg_launch_logging = g->timeline != NULL;
+    launch_log_n = 0, launch_log_lost = false;
     return 0;
 }
 
@@ -369,12 +615,12 @@ static int gpu_graph_end(bg_gpu *g, uint64_t key, uint32_t *n_nodes)
     if (!g->capturing) {
         for (int i = 0; i < g->n_graphs; i++)
             if (g->graphs[i].key == key)
-                return bg_check(g, cudaGraphLaunch(g->graphs[i].exec, g->stream),
-                                "launching a graph");
+                return timeline_replay(g, &g->graphs[i]);
         snprintf(g->err, sizeof g->err, "no graph for batch size %llu", (unsigned long long)key);
         return -1;
     }
     g->capturing = false;
+    bg_launch_logging = false;
     cudaGraph_t graph = NULL;
     if (bg_check(g, cudaStreamEndCapture(g->stream, &graph), "ending a graph capture"))
         return -1;
@@ -386,7 +632,13 @@ static int gpu_graph_end(bg_gpu *g, uint64_t key, uint32_t *n_nodes)
     cudaGraphDestroy(graph);
     if (bg_check(g, e, "instantiating a graph"))
         return -1;
-    g->graphs[g->n_graphs++] = (bg_gpu_graph){key, exec};
+    bg_gpu_graph gr = {key, exec, NULL, 0, 0};
+    if (g->timeline && !launch_log_lost && launch_log_n &&
+        (gr.sites = (const char **)malloc(launch_log_n * sizeof *gr.sites))) {
+        memcpy(gr.sites, launch_log, launch_log_n * sizeof *gr.sites);
+        gr.n_sites = launch_log_n;
+    }
+    g->graphs[g->n_graphs++] = gr;
     return bg_check(g, cudaGraphLaunch(exec, g->stream), "launching a graph");
 }
 

@@ -31,6 +31,16 @@
 // kernel's launch begin. Without the launch attribute (older cards,
 // BRIGADE_CUDA_PDL=0, or a runtime that refuses it) both are no-ops.
 extern bool bg_pdl; // launches carry the attribute (backend.cu sets it)
+
+// The timeline (BRIGADE_CUDA_TIMELINE, backend.cu) names each launch of a
+// timed graph by its site, the kernel and where it is launched: while
+// bg_launch_logging is set (a capture), every launch passes it to
+// bg_launch_note.
+extern bool bg_launch_logging;
+void bg_launch_note(const char *site);
+#define BG_STR2(x) #x
+#define BG_STR(x) BG_STR2(x)
+#define BG_LAUNCH_SITE(...) #__VA_ARGS__ " @ " __FILE__ ":" BG_STR(__LINE__)
 #ifndef BG_LAUNCH
 
 template <typename... P> struct bg_launcher {
@@ -38,8 +48,11 @@ template <typename... P> struct bg_launcher {
     dim3 grid, block;
     size_t shmem;
     cudaStream_t stream;
+    const char *site;
     template <typename... A> void operator()(A &&...args) const
     {
+        if (bg_launch_logging)
+            bg_launch_note(site);
         if (bg_pdl) {
             cudaLaunchAttribute attr[1];
             attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -55,23 +68,89 @@ template <typename... P> struct bg_launcher {
 };
 template <typename... P>
 bg_launcher<P...> bg_make_launcher(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem,
-                                   cudaStream_t stream)
+                                   cudaStream_t stream, const char *site)
 {
-    return bg_launcher<P...>{kernel, grid, block, shmem, stream};
+    return bg_launcher<P...>{kernel, grid, block, shmem, stream, site};
 }
 #define BG_LAUNCH(grid, block, shmem, stream, ...)                                           \
-    bg_make_launcher(__VA_ARGS__, grid, block, shmem, stream)
+    bg_make_launcher(__VA_ARGS__, grid, block, shmem, stream, BG_LAUNCH_SITE(__VA_ARGS__))
 #define BG_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
 
-__device__ __forceinline__ void bg_kernel_entry(void)
+// Waits until the kernel before has completed and its writes are visible
+// (griddepcontrol.wait), then lets the next kernel's launch begin.
+__device__ __forceinline__ void bg_pdl_wait(void)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void bg_pdl_release(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
-#define BG_KERNEL_ENTRY() bg_kernel_entry()
+#define BG_KERNEL_WAIT() bg_pdl_wait()
+#define BG_KERNEL_RELEASE() bg_pdl_release()
+
+// The device's clock in nanoseconds, one for all SMs.
+__device__ __forceinline__ unsigned long long bg_globaltimer(void)
+{
+    unsigned long long t = 0;
+#ifdef __CUDA_ARCH__
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
 #endif
+    return t;
+}
+#endif
+
+// The timeline's records: when block 0 of each launch passed its wait, in
+// launch order (a launch's wait passes only once the launch before has
+// completed, so t[i + 1] - t[i] is launch i's time on the device, with
+// the gap to the next).
+enum { BG_TIMELINE_CAP = 1 << 16, BG_TIMELINE_TAIL = 64 };
+struct bg_timeline {
+    unsigned long long n;
+    unsigned long long t[BG_TIMELINE_CAP];
+};
+
+// Each translation unit's own pointer to the records (device code is
+// compiled without -rdc, so a __device__ variable is not shared): NULL
+// unless a timed graph runs. k_timeline_set sets it, launched for every
+// translation unit by the setter each registers (backend.cu).
+static __device__ bg_timeline *bg_timeline_here;
+typedef void (*bg_timeline_setter)(cudaStream_t stream, bg_timeline *tl);
+bool bg_timeline_register(bg_timeline_setter set);
+
+__device__ __forceinline__ void bg_timeline_note(void)
+{
+    if (threadIdx.x | threadIdx.y | threadIdx.z | blockIdx.x | blockIdx.y | blockIdx.z)
+        return;
+    bg_timeline *const tl = bg_timeline_here;
+    if (!tl)
+        return;
+    const unsigned long long t = bg_globaltimer(), i = atomicAdd(&tl->n, 1ull);
+    if (i < BG_TIMELINE_CAP)
+        tl->t[i] = t;
+}
+
+// Every kernel's first statement.
+#define BG_KERNEL_ENTRY() (BG_KERNEL_WAIT(), bg_timeline_note(), BG_KERNEL_RELEASE())
+
+// Sets this translation unit's pointer; not noted itself.
+static __global__ void k_timeline_set(bg_timeline *tl)
+{
+    BG_KERNEL_WAIT();
+    BG_KERNEL_RELEASE();
+    bg_timeline_here = tl;
+}
+static void bg_timeline_set_here(cudaStream_t stream, bg_timeline *tl)
+{
+    BG_LAUNCH(1, 1, 0, stream, k_timeline_set)(tl);
+}
+[[maybe_unused]] static const bool bg_timeline_registered =
+    bg_timeline_register(bg_timeline_set_here);
+
 // A cast to a pointer for a wide load or store (float4, uint4, uint16_t):
 // a misaligned one faults on the device, and the emulation checks each.
 #ifndef BG_ALIGNED
@@ -88,6 +167,9 @@ enum {
 struct bg_gpu_graph {
     uint64_t key;
     cudaGraphExec_t exec;
+    const char **sites; // its launches' sites, in order (timeline on); owned
+    uint32_t n_sites;
+    uint32_t replays;
 };
 
 enum { BG_GPU_MAX_GRAPHS = 32 };
@@ -104,6 +186,14 @@ struct bg_gpu {
     uint64_t capture_key;
     int n_graphs;
     bg_gpu_graph graphs[BG_GPU_MAX_GRAPHS];
+    // BRIGADE_CUDA_TIMELINE (backend.cu): the file, the records, and the
+    // key of the graph being timed (or UINT64_MAX)
+    const char *timeline_path;
+    bg_timeline *timeline;
+    uint64_t timeline_key;
+    bg_gpu_graph *timeline_open; // the graph of the step being timed
+    const char *timeline_tail[BG_TIMELINE_TAIL]; // launches after it
+    uint32_t timeline_n_tail;
     char err[256];
 };
 

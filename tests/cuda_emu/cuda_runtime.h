@@ -42,6 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include <functional>
 #include <tuple>
@@ -185,7 +186,10 @@ void barrier(bool warp, const char *file, unsigned line, int from);
 void put_lane(unsigned buffer, const void *v, size_t bytes);
 void get_lane(unsigned from, unsigned buffer, void *v, size_t bytes);
 void *dynamic_shared(void);
-void launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, std::function<void()> body);
+// site: the kernel and where it is launched ("k_x<T> @ file:line"), for
+// the block-time profile (BG_EMU_PROFILE, emu.cpp).
+void launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, const char *site,
+            std::function<void()> body);
 
 // The running thread's ids, and the two it updates. Under ThreadSanitizer
 // (BG_EMU_TSAN, make racecheck) they are out of line in emu.cpp, which is
@@ -232,23 +236,31 @@ template <typename T> T shuffle(T v, unsigned from, const char *file, unsigned l
 // k<<<grid, block, shmem, stream>>>(args) as BG_LAUNCH(...)(args): the
 // arguments are converted to the kernel's parameter types and kept by
 // value, as a launch does.
+} // namespace bg_emu
+// src/cuda/common.cuh's hook for the timeline's launch sites
+extern bool bg_launch_logging;
+void bg_launch_note(const char *site);
+namespace bg_emu {
 template <typename... P> struct launcher {
     dim3 grid, block;
     size_t shmem;
     cudaStream_t stream;
+    const char *site;
     void (*kernel)(P...);
     template <typename... A> void operator()(A &&...a) const
     {
+        if (bg_launch_logging)
+            bg_launch_note(site);
         std::tuple<P...> args(static_cast<P>(a)...);
         void (*k)(P...) = kernel;
-        launch(grid, block, shmem, stream, [k, args]() { std::apply(k, args); });
+        launch(grid, block, shmem, stream, site, [k, args]() { std::apply(k, args); });
     }
 };
 template <typename... P>
 launcher<P...> make_launcher(dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
-                             void (*kernel)(P...))
+                             const char *site, void (*kernel)(P...))
 {
-    return launcher<P...>{grid, block, shmem, s, kernel};
+    return launcher<P...>{grid, block, shmem, s, site, kernel};
 }
 } // namespace bg_emu
 
@@ -272,13 +284,23 @@ template <typename P> P aligned(const void *p, const char *file, int line)
 } // namespace bg_emu
 #define BG_ALIGNED(type, p) (bg_emu::aligned<type>((p), __FILE__, __LINE__))
 
+// (BG_LAUNCH_SITE: src/cuda/common.cuh, which comes after this header)
 #define BG_LAUNCH(grid, block, shmem, stream, ...)                                           \
-    bg_emu::make_launcher(grid, block, shmem, stream, __VA_ARGS__)
+    bg_emu::make_launcher(grid, block, shmem, stream, BG_LAUNCH_SITE(__VA_ARGS__), __VA_ARGS__)
 #define BG_DYNAMIC_SHARED(type, name) type *name = (type *)bg_emu::dynamic_shared()
-// Every kernel's first statement (programmatic dependent launch on the
-// device, src/cuda/common.cuh): here it only records that it ran, and a
-// kernel that reaches a barrier or returns without it aborts.
-#define BG_KERNEL_ENTRY() (bg_emu::enter())
+// The wait in every kernel's first statement (BG_KERNEL_ENTRY, programmatic
+// dependent launch on the device, src/cuda/common.cuh): here it only
+// records that it ran, and a kernel that reaches a barrier or returns
+// without it aborts.
+#define BG_KERNEL_WAIT() (bg_emu::enter())
+#define BG_KERNEL_RELEASE() ((void)0)
+// The device's clock in nanoseconds: the host's.
+inline unsigned long long bg_globaltimer(void)
+{
+    timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (unsigned long long)t.tv_sec * 1000000000ull + (unsigned long long)t.tv_nsec;
+}
 
 #define threadIdx (bg_emu::self().thread)
 #define blockIdx (bg_emu::self().block)
@@ -314,6 +336,12 @@ template <typename T> T __ldcg(const T *p) { return *p; }
 inline int atomicAdd(int *p, int v)
 {
     const int old = __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+    bg_emu::atomic_done(p);
+    return old;
+}
+inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v)
+{
+    const unsigned long long old = __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
     bg_emu::atomic_done(p);
     return old;
 }

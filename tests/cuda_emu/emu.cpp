@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <vector>
@@ -448,7 +450,82 @@ void *dynamic_shared(void)
     return dyn_shared + MAX_SHARED - ((dyn_shared_bytes + 15) & ~(size_t)15);
 }
 
-static void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<void()> &kernel)
+// ------------------------------------------------------------ profile
+
+// BG_EMU_PROFILE=FILE: each launch's blocks timed on the host, summed by
+// launch site and grid, written to FILE at exit. Host time is not the
+// device's, but two things carry over: how the work divides among the
+// kernels, and how much of a launch one block holds (the slowest block
+// against the mean), which no number of SMs runs faster.
+struct profile_key {
+    const char *site;
+    unsigned gx, gy, gz, threads;
+    bool operator<(const profile_key &o) const
+    {
+        return std::tie(site, gx, gy, gz, threads) <
+               std::tie(o.site, o.gx, o.gy, o.gz, o.threads);
+    }
+};
+struct profile_row {
+    uint64_t launches = 0, blocks = 0;
+    double total_s = 0, slowest_s = 0; // all blocks; each launch's slowest block
+};
+std::map<profile_key, profile_row> *profile;
+const char *profile_path;
+
+double now_s(void)
+{
+    timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+void profile_write(void)
+{
+    FILE *f = fopen(profile_path, "w");
+    if (!f) {
+        fprintf(stderr, "emulation: cannot write the profile to %s\n", profile_path);
+        return;
+    }
+    std::vector<std::pair<profile_key, profile_row>> rows(profile->begin(), profile->end());
+    std::sort(rows.begin(), rows.end(),
+              [](const auto &a, const auto &b) { return a.second.total_s > b.second.total_s; });
+    double all = 0;
+    for (const auto &r : rows)
+        all += r.second.total_s;
+    fprintf(f, "# host time of each launch site's blocks (BG_EMU_PROFILE); share: of all "
+               "blocks' time; slowest/mean: a launch's slowest block against its mean\n");
+    fprintf(f, "%-8s %-9s %-9s %-16s %-7s %-10s %-12s %s\n", "share", "total_ms", "launches",
+            "grid", "threads", "slow_ms", "slowest/mean", "site");
+    for (const auto &r : rows) {
+        const profile_key &k = r.first;
+        const profile_row &v = r.second;
+        char grid[48];
+        snprintf(grid, sizeof grid, "%ux%ux%u", k.gx, k.gy, k.gz);
+        const double mean = v.total_s / (double)v.blocks;
+        fprintf(f, "%6.2f%%  %-9.3f %-9llu %-16s %-7u %-10.3f %-12.1f %s\n",
+                100 * v.total_s / all, 1e3 * v.total_s, (unsigned long long)v.launches, grid,
+                k.threads, 1e3 * v.slowest_s / (double)v.launches,
+                v.slowest_s / (double)v.launches / mean, k.site);
+    }
+    fclose(f);
+}
+
+void profile_init(void)
+{
+    static bool done;
+    if (done)
+        return;
+    done = true;
+    profile_path = getenv("BG_EMU_PROFILE");
+    if (profile_path && *profile_path) {
+        profile = new std::map<profile_key, profile_row>;
+        atexit(profile_write);
+    }
+}
+
+static void run_grid(dim3 grid, dim3 block, size_t shmem, const char *site,
+                     const std::function<void()> &kernel)
 {
     if (!stacks) {
         void *p = mmap(NULL, (size_t)SETS * MAX_THREADS * STACK_BYTES, PROT_READ | PROT_WRITE,
@@ -471,20 +548,34 @@ static void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<vo
     static uint64_t grids;
     const bool reverse = grids++ % 2;
     const uint64_t n = (uint64_t)grid.x * grid.y * grid.z;
+    double total = 0, slowest = 0;
     for (uint64_t i = 0; i < n; i++) {
         const uint64_t b = reverse ? n - 1 - i : i;
         set = (unsigned)(i % SETS);
         fibers = thread_sets[set];
+        const double t0 = profile ? now_s() : 0;
         run_block(grid, block,
                   uint3{(unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y),
                         (unsigned)(b / ((uint64_t)grid.x * grid.y))});
+        if (profile) {
+            const double dt = now_s() - t0;
+            total += dt;
+            slowest = dt > slowest ? dt : slowest;
+        }
+    }
+    if (profile) {
+        profile_row &r = (*profile)[profile_key{site, grid.x, grid.y, grid.z,
+                                                block.x * block.y * block.z}];
+        r.launches++, r.blocks += n, r.total_s += total, r.slowest_s += slowest;
     }
     race::acquire(&race::grid_end);
     current = NULL;
 }
 
-void launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, std::function<void()> kernel)
+void launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, const char *site,
+            std::function<void()> kernel)
 {
+    profile_init();
     const uint64_t threads = (uint64_t)block.x * block.y * block.z;
     if (!threads || threads > MAX_THREADS || block.z > 64 || !grid.x || !grid.y || !grid.z ||
         grid.y > 65535 || grid.z > 65535 || shmem > MAX_SHARED) {
@@ -492,10 +583,10 @@ void launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, std::function<v
         return;
     }
     if (s && s->capturing) {
-        s->graph->launches.push_back([=]() { run_grid(grid, block, shmem, kernel); });
+        s->graph->launches.push_back([=]() { run_grid(grid, block, shmem, site, kernel); });
         return;
     }
-    enqueue(s, [=]() { run_grid(grid, block, shmem, kernel); });
+    enqueue(s, [=]() { run_grid(grid, block, shmem, site, kernel); });
 }
 } // namespace bg_emu
 
