@@ -6,8 +6,9 @@
 
 // Whether mma.sync lays its fragments out as bg_mma_s8's callers assume:
 // one product of a 16 x 16 matrix by a 16 x 8 one (a: row-major codes, b:
-// each column's 16 codes in turn), d row-major 16 x 8.
-__global__ void k_mma_probe(const int *a, const int *b, int *d)
+// each column's 16 codes in turn), d row-major 16 x 8; then d2 = twice
+// that, the product accumulated onto itself (bg_mma_s8_add).
+__global__ void k_mma_probe(const int *a, const int *b, int *d, int *d2)
 {
     BG_KERNEL_ENTRY();
     const int g = (int)threadIdx.x / 4, q = (int)threadIdx.x % 4;
@@ -15,6 +16,9 @@ __global__ void k_mma_probe(const int *a, const int *b, int *d)
     bg_mma_s8(v, a[4 * g + q], a[4 * (g + 8) + q], b[4 * g + q]);
     d[8 * g + 2 * q] = v[0], d[8 * g + 2 * q + 1] = v[1];
     d[8 * (g + 8) + 2 * q] = v[2], d[8 * (g + 8) + 2 * q + 1] = v[3];
+    bg_mma_s8_add(v, a[4 * g + q], a[4 * (g + 8) + q], b[4 * g + q]);
+    d2[8 * g + 2 * q] = v[0], d2[8 * g + 2 * q + 1] = v[1];
+    d2[8 * (g + 8) + 2 * q] = v[2], d2[8 * (g + 8) + 2 * q + 1] = v[3];
 }
 
 // Runs k_mma_probe on distinct codes and checks it against the product
@@ -23,7 +27,7 @@ __global__ void k_mma_probe(const int *a, const int *b, int *d)
 bool bg_cuda_mma_works(cudaStream_t stream)
 {
     int8_t a[16 * 16], b[8 * 16];
-    int want[16 * 8], got[16 * 8];
+    int want[16 * 8], got[2][16 * 8];
     for (int i = 0; i < 16 * 16; i++)
         a[i] = (int8_t)((i * 37 + 11) % 255 - 127);
     for (int i = 0; i < 8 * 16; i++)
@@ -42,12 +46,15 @@ bool bg_cuda_mma_works(cudaStream_t stream)
               cudaMemcpyAsync(dev + sizeof a, b, sizeof b, cudaMemcpyHostToDevice, stream) ==
                   cudaSuccess;
     if (ok) {
+        int *const d = (int *)(dev + sizeof a + sizeof b);
         BG_LAUNCH(1, 32, 0, stream, k_mma_probe)((const int *)dev, (const int *)(dev + sizeof a),
-                                                 (int *)(dev + sizeof a + sizeof b));
+                                                 d, d + 16 * 8);
         ok = cudaGetLastError() == cudaSuccess &&
-             cudaMemcpyAsync(got, dev + sizeof a + sizeof b, sizeof got, cudaMemcpyDeviceToHost,
-                             stream) == cudaSuccess &&
-             cudaStreamSynchronize(stream) == cudaSuccess && !memcmp(got, want, sizeof got);
+             cudaMemcpyAsync(got, d, sizeof got, cudaMemcpyDeviceToHost, stream) ==
+                 cudaSuccess &&
+             cudaStreamSynchronize(stream) == cudaSuccess && !memcmp(got[0], want, sizeof want);
+        for (int i = 0; ok && i < 16 * 8; i++)
+            ok = got[1][i] == 2 * want[i];
     }
     cudaFree(dev);
     cudaGetLastError();

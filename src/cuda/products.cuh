@@ -127,6 +127,22 @@ __device__ __forceinline__ void bg_int_scales(const uint8_t *row, uint64_t c, fl
 template <int T> __device__ __forceinline__ int bg_int_word(const uint8_t *row, uint64_t c, int k);
 // Whether the type's scales carry a min (m not 0): Q4_K's and Q5_K's groups.
 template <int T> struct bg_int_min { enum { on = T == T_Q4_K || T == T_Q5_K }; };
+// Whether a chunk has one scale (s0 == s1: every integer type but Q6_K,
+// whose scales go by 16 codes): its halves' sums then add as integers,
+// one conversion and one multiply where two of each were.
+template <int T> struct bg_int_one_scale { enum { on = T != T_Q6_K }; };
+
+// A chunk's value from its halves' sums i0, i1 and its codes' sum asum
+// (read for types with a min only).
+template <int T>
+__device__ __forceinline__ float bg_chunk_value(int i0, int i1, float s0, float s1, float m,
+                                                float asum)
+{
+    float v = bg_int_one_scale<T>::on ? s0 * (float)(i0 + i1) : s0 * (float)i0 + s1 * (float)i1;
+    if constexpr (bg_int_min<T>::on)
+        v = v - m * asum;
+    return v;
+}
 
 // Four bytes less k in each (values below 64 here), without borrows
 // between them: bit 7 set first, flipped back after.
@@ -351,15 +367,16 @@ __global__ void k_code_act(const float *x, size_t xs, uint64_t n_in, uint32_t n_
 // acc[r][t] += chunk c's part of row r's dot product with token t's codes
 // a (8 words of four int8) and their scale da, for the NR rows' chunks w
 // and scales (bg_int32).
-template <int NR, int TOK>
+template <int T, int NR, int TOK>
 __device__ __forceinline__ void bg_acc_chunk_int(float acc[NR][TOK], int t, const int w[NR][8],
                                                  const float s0[NR], const float s1[NR],
                                                  const float m[NR], const int a[8], float da)
 {
     int asum = 0;
+    if constexpr (bg_int_min<T>::on)
 #pragma unroll
-    for (int k = 0; k < 8; k++)
-        asum = bg_dp4a(a[k], 0x01010101, asum);
+        for (int k = 0; k < 8; k++)
+            asum = bg_dp4a(a[k], 0x01010101, asum);
 #pragma unroll
     for (int r = 0; r < NR; r++) {
         int i0 = 0, i1 = 0;
@@ -368,7 +385,7 @@ __device__ __forceinline__ void bg_acc_chunk_int(float acc[NR][TOK], int t, cons
             i0 = bg_dp4a(w[r][k], a[k], i0);
             i1 = bg_dp4a(w[r][k + 4], a[k + 4], i1);
         }
-        acc[r][t] += da * (s0[r] * (float)i0 + s1[r] * (float)i1 - m[r] * (float)asum);
+        acc[r][t] += da * bg_chunk_value<T>(i0, i1, s0[r], s1[r], m[r], (float)asum);
     }
 }
 
@@ -417,7 +434,7 @@ __device__ __forceinline__ void bg_rows_dot_int(const uint8_t *const rows[NR], u
 #pragma unroll
             for (int u = 0; u < INT_CHUNKS; u++)
                 if (c0 + (uint64_t)u * (uint32_t)lanes < n_chunks)
-                    bg_acc_chunk_int<NR, TOK>(acc, 0, w[u], s0[u], s1[u], m[u], a[u], da[u]);
+                    bg_acc_chunk_int<T, NR, TOK>(acc, 0, w[u], s0[u], s1[u], m[u], a[u], da[u]);
         }
     } else {
         for (uint64_t c = threadIdx.x % (uint32_t)lanes; c < n_chunks; c += (uint32_t)lanes) {
@@ -433,7 +450,7 @@ __device__ __forceinline__ void bg_rows_dot_int(const uint8_t *const rows[NR], u
                 int a[8];
                 float da;
                 bg_chunk_codes(xq[t], n_in, c, a, &da);
-                bg_acc_chunk_int<NR, TOK>(acc, t, w, s0, s1, m, a, da);
+                bg_acc_chunk_int<T, NR, TOK>(acc, t, w, s0, s1, m, a, da);
             }
         }
     }
@@ -465,7 +482,7 @@ __device__ __forceinline__ void bg_rows_dot_int_coding(const uint8_t *const rows
     bg_code_act<bg_act<T>::kind>(v, active, v, &da); // in place: fewer registers
     if (active && valid) {
         bg_pack_codes(v, (uint32_t *)a);
-        bg_acc_chunk_int<NR, 1>(acc, 0, w, s0, s1, m, a, da);
+        bg_acc_chunk_int<T, NR, 1>(acc, 0, w, s0, s1, m, a, da);
     }
     bg_acc_lanes_sum<NR, 1>(acc, 1, lanes);
 }
@@ -476,7 +493,8 @@ __device__ __forceinline__ void bg_rows_dot_int_coding(const uint8_t *const rows
 // the tensor cores: mma.sync m16n8k16 over int8 (sm_80 and later) gives a
 // warp the sums over 16 codes of 16 weight rows by 8 tokens, the i0 and i1
 // that bg_acc_chunk_int adds up with dp4a a lane at a time; each chunk's
-// value is then the same float expression, da * (s0 i0 + s1 i1 - m asum).
+// value is then the same float expression, da * bg_chunk_value (with one
+// scale, the second product accumulates onto the first).
 // A warp takes 16 rows by 8 * NG tokens, so a weight word it loads serves
 // 8 * NG tokens instead of MM_TOK. BRIGADE_CUDA_MMA=0 turns this off.
 //
@@ -485,20 +503,19 @@ __device__ __forceinline__ void bg_rows_dot_int_coding(const uint8_t *const rows
 // 4q .. 4q + 3 and one of row g + 8's; B a register of token g's codes
 // 4q .. 4q + 3; D rows g and g + 8 by tokens 2q and 2q + 1. bg_mma
 // (common.cuh) says whether they are on.
-// d = the 16 x 8 products of a_lo / a_hi (rows g, g + 8) and b (token g).
-__device__ __forceinline__ void bg_mma_s8(int d[4], int a_lo, int a_hi, int b)
+// d += the 16 x 8 products of a_lo / a_hi (rows g, g + 8) and b (token g).
+__device__ __forceinline__ void bg_mma_s8_add(int d[4], int a_lo, int a_hi, int b)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
-        "{%7, %7, %7, %7};"
-        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-        : "r"(a_lo), "r"(a_hi), "r"(b), "r"(0));
+        "{%0, %1, %2, %3};"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a_lo), "r"(a_hi), "r"(b));
 #else
     // the host emulation (and device code for cards before sm_80, which
     // never run it: bg_mma is off there): each sum from the lanes holding
     // its row and token
     const int g = (int)(threadIdx.x % 32 / 4), q = (int)(threadIdx.x % 4);
-    d[0] = d[1] = d[2] = d[3] = 0;
     for (int p = 0; p < 4; p++) {
         const int lo = __shfl_sync(0xffffffffu, a_lo, 4 * g + p);
         const int hi = __shfl_sync(0xffffffffu, a_hi, 4 * g + p);
@@ -508,6 +525,13 @@ __device__ __forceinline__ void bg_mma_s8(int d[4], int a_lo, int a_hi, int b)
         d[2] = __dp4a(hi, b0, d[2]), d[3] = __dp4a(hi, b1, d[3]);
     }
 #endif
+}
+
+// d = the products alone.
+__device__ __forceinline__ void bg_mma_s8(int d[4], int a_lo, int a_hi, int b)
+{
+    d[0] = d[1] = d[2] = d[3] = 0;
+    bg_mma_s8_add(d, a_lo, a_hi, b);
 }
 
 enum { MMA_ROWS = 16 * MM_WARPS, MMA_NG = 4 };
@@ -576,14 +600,18 @@ __device__ __forceinline__ void bg_mma_rows(const uint8_t *const w[NR], uint64_t
                                  ((const float *)(xd[j][1] + n_in))[c]};
 #pragma unroll
             for (int r = 0; r < NR; r++) {
-                int i0[4], i1[4];
+                // one scale: the second half's sums onto the first's
+                int i0[4], i1[4] = {0, 0, 0, 0};
                 bg_mma_s8(i0, a[r][0][0], a[r][0][1], b0);
-                bg_mma_s8(i1, a[r][1][0], a[r][1][1], b1);
+                if constexpr (bg_int_one_scale<T>::on)
+                    bg_mma_s8_add(i0, a[r][1][0], a[r][1][1], b1);
+                else
+                    bg_mma_s8(i1, a[r][1][0], a[r][1][1], b1);
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int h = e / 2, t = e % 2;
-                    acc[r][j][e] += da[t] * (s0[r][h] * (float)i0[e] + s1[r][h] * (float)i1[e] -
-                                             m[r][h] * as[t]);
+                    acc[r][j][e] += da[t] * bg_chunk_value<T>(i0[e], i1[e], s0[r][h], s1[r][h],
+                                                              m[r][h], as[t]);
                 }
             }
         }
