@@ -57,7 +57,9 @@ bool bg_timeline_register(bg_timeline_setter set)
     return true;
 }
 
-// The sites of the launches while a capture is logged.
+// The sites of the launches while a capture is logged. Like the kernels'
+// pointers to the records, one for the process: the timeline is for one
+// session at a time (a bench, a run).
 bool bg_launch_logging = false;
 static const char **launch_log;
 static uint32_t launch_log_n, launch_log_cap;
