@@ -587,14 +587,15 @@ __device__ __forceinline__ void bg_mma_rows(const uint8_t *const w[NR], uint64_t
         for (int j = 0; j < NG; j++) {
             const uint32_t *bw = BG_ALIGNED(const uint32_t *, xb[j] + c * 32);
             const int b0 = (int)bw[q], b1 = (int)bw[q + 4];
-            // the codes' sums of tokens 2q and 2q + 1, for the mins
+            // the codes' sums of tokens 2q and 2q + 1, for the mins: a
+            // matrix of ones times the tokens' codes puts each token's sum
+            // in every row, where D's layout gives this lane those two
             float as[2] = {0.0f, 0.0f};
             if constexpr (bg_int_min<T>::on) {
-                int s = bg_dp4a(b0, 0x01010101, bg_dp4a(b1, 0x01010101, 0));
-                s += __shfl_xor_sync(0xffffffffu, s, 1);
-                s += __shfl_xor_sync(0xffffffffu, s, 2);
-                as[0] = (float)__shfl_sync(0xffffffffu, s, 8 * q);
-                as[1] = (float)__shfl_sync(0xffffffffu, s, 8 * q + 4);
+                int sum[4];
+                bg_mma_s8(sum, 0x01010101, 0x01010101, b0);
+                bg_mma_s8_add(sum, 0x01010101, 0x01010101, b1);
+                as[0] = (float)sum[0], as[1] = (float)sum[1];
             }
             const float da[2] = {((const float *)(xd[j][0] + n_in))[c],
                                  ((const float *)(xd[j][1] + n_in))[c]};
