@@ -89,32 +89,14 @@ static void timeline_point(bg_gpu *g, bg_timeline *tl)
 // Marks the end of a timed replay's last launch.
 __global__ void k_timeline_mark(void) { BG_KERNEL_ENTRY(); }
 
-static int timeline_init(bg_gpu *g)
-{
-    g->timeline_key = UINT64_MAX;
-    const char *path = getenv("BRIGADE_CUDA_TIMELINE");
-    if (!path || !*path)
-        return 0;
-    if (bg_check(g, cudaMalloc((void **)&g->timeline, sizeof *g->timeline),
-                 "allocating the timeline (BRIGADE_CUDA_TIMELINE)"))
-        return -1;
-    g->timeline_path = path;
-    return 0;
-}
-
-// Writes the timed steps (n records of when each launch passed its wait;
-// a step's launches named by sites) to the timeline's file: each launch's
-// mean time, and the same summed by site.
+// Writes the timed steps (t: when each launch passed its wait, the
+// step's n_sites launches and its end mark, TIMELINE_REPLAYS times; the
+// launches named by sites) to the timeline's file: each launch's mean
+// time, and the same summed by site.
 static int timeline_write(bg_gpu *g, uint64_t key, const char *const *sites, uint32_t n_sites,
-                          const unsigned long long *t, uint64_t n)
+                          const unsigned long long *t)
 {
-    const uint32_t per = n_sites + 1; // the launches and the end mark
-    if (n != (uint64_t)per * TIMELINE_REPLAYS) {
-        snprintf(g->err, sizeof g->err,
-                 "BRIGADE_CUDA_TIMELINE: %llu launches noted in %d steps of %u",
-                 (unsigned long long)n, TIMELINE_REPLAYS, n_sites);
-        return -1;
-    }
+    const uint32_t per = n_sites + 1;
     double *us = (double *)calloc(n_sites, sizeof *us);
     FILE *f = us ? fopen(g->timeline_path, "a") : NULL;
     if (!f) {
@@ -174,9 +156,15 @@ static int timeline_finish(bg_gpu *g, const bg_gpu_graph *gr)
                  "reading the timeline") ||
         bg_check(g, cudaStreamSynchronize(g->stream), "reading the timeline"))
         return -1;
-    n = n < (unsigned long long)BG_TIMELINE_CAP ? n : (unsigned long long)BG_TIMELINE_CAP;
     const uint32_t n_sites = gr->n_sites + g->timeline_n_tail;
-    unsigned long long *t = (unsigned long long *)malloc((n ? n : 1) * sizeof *t);
+    const uint64_t want = (uint64_t)(n_sites + 1) * TIMELINE_REPLAYS; // and the end marks
+    if (n != want || want > BG_TIMELINE_CAP) {
+        snprintf(g->err, sizeof g->err,
+                 "BRIGADE_CUDA_TIMELINE: %llu launches noted in %d steps of %u (at most %d)",
+                 n, TIMELINE_REPLAYS, n_sites, (int)BG_TIMELINE_CAP);
+        return -1;
+    }
+    unsigned long long *t = (unsigned long long *)malloc(n * sizeof *t);
     const char **sites = (const char **)malloc(n_sites * sizeof *sites);
     int rc = 0;
     if (!t || !sites) {
@@ -191,7 +179,7 @@ static int timeline_finish(bg_gpu *g, const bg_gpu_graph *gr)
     if (!rc) {
         memcpy(sites, gr->sites, gr->n_sites * sizeof *sites);
         memcpy(sites + gr->n_sites, g->timeline_tail, g->timeline_n_tail * sizeof *sites);
-        rc = timeline_write(g, gr->key, sites, n_sites, t, n);
+        rc = timeline_write(g, gr->key, sites, n_sites, t);
     }
     free(t);
     free(sites);
@@ -214,7 +202,11 @@ static int timeline_close(bg_gpu *g)
     if (bg_cuda_launched(g, "the timeline's end mark"))
         return -1;
     const bool first = gr->replays == TIMELINE_WARM + 1;
-    if (launch_log_lost || (first && launch_log_n > BG_TIMELINE_TAIL) ||
+    if (launch_log_lost) {
+        snprintf(g->err, sizeof g->err, "BRIGADE_CUDA_TIMELINE: out of memory");
+        return -1;
+    }
+    if ((first && launch_log_n > BG_TIMELINE_TAIL) ||
         (!first && launch_log_n != g->timeline_n_tail)) {
         snprintf(g->err, sizeof g->err,
                  "BRIGADE_CUDA_TIMELINE: %u launches after the graph, where the first "
@@ -236,12 +228,16 @@ static int timeline_close(bg_gpu *g)
 // opens a timed step that timeline_close ends.
 static int timeline_replay(bg_gpu *g, bg_gpu_graph *gr)
 {
-    const bool timed = g->timeline && gr->sites &&
+    const bool timed = gr->sites &&
                        (g->timeline_key == UINT64_MAX || g->timeline_key == gr->key) &&
                        gr->replays >= TIMELINE_WARM &&
                        gr->replays < TIMELINE_WARM + TIMELINE_REPLAYS;
     if (timed && g->timeline_key == UINT64_MAX) {
         g->timeline_key = gr->key;
+        // the records' memory once a graph is timed, not at start
+        if (!g->timeline && bg_check(g, cudaMalloc((void **)&g->timeline, sizeof *g->timeline),
+                                     "allocating the timeline (BRIGADE_CUDA_TIMELINE)"))
+            return -1;
         if (bg_check(g, cudaMemsetAsync(&g->timeline->n, 0, sizeof g->timeline->n, g->stream),
                      "clearing the timeline"))
             return -1;
@@ -347,13 +343,9 @@ static int gpu_init(int device, bg_gpu **out, char *desc, size_t desc_cap, char 
         free(g);
         return -1;
     }
-    if (timeline_init(g)) {
-        snprintf(msg, msg_cap, "%s", g->err);
-        cudaEventDestroy(g->uploaded);
-        cudaStreamDestroy(g->stream);
-        free(g);
-        return -1;
-    }
+    g->timeline_key = UINT64_MAX;
+    const char *timeline = getenv("BRIGADE_CUDA_TIMELINE");
+    g->timeline_path = timeline && *timeline ? timeline : NULL;
     bg_debug = getenv("BRIGADE_CUDA_DEBUG") && !env_zero("BRIGADE_CUDA_DEBUG");
     bg_fuse = !env_zero("BRIGADE_CUDA_FUSE");
     bg_pdl = prop.major >= 9 && !env_zero("BRIGADE_CUDA_PDL") && !bg_debug;
@@ -605,7 +597,7 @@ static int gpu_graph_begin(bg_gpu *g, uint64_t key, bool *replay)
         return -1;
     g->capturing = true;
     g->capture_key = key;
-    bg_launch_logging = g->timeline != NULL;
+    bg_launch_logging = g->timeline_path != NULL;
     launch_log_n = 0, launch_log_lost = false;
     return 0;
 }
@@ -635,7 +627,7 @@ static int gpu_graph_end(bg_gpu *g, uint64_t key, uint32_t *n_nodes)
     if (bg_check(g, e, "instantiating a graph"))
         return -1;
     bg_gpu_graph gr = {key, exec, NULL, 0, 0};
-    if (g->timeline && !launch_log_lost && launch_log_n &&
+    if (g->timeline_path && !launch_log_lost && launch_log_n &&
         (gr.sites = (const char **)malloc(launch_log_n * sizeof *gr.sites))) {
         memcpy(gr.sites, launch_log, launch_log_n * sizeof *gr.sites);
         gr.n_sites = launch_log_n;

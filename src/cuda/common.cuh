@@ -186,8 +186,9 @@ struct bg_gpu {
     uint64_t capture_key;
     int n_graphs;
     bg_gpu_graph graphs[BG_GPU_MAX_GRAPHS];
-    // BRIGADE_CUDA_TIMELINE (backend.cu): the file, the records, and the
-    // key of the graph being timed (or UINT64_MAX)
+    // BRIGADE_CUDA_TIMELINE (backend.cu): the file (NULL: off), the
+    // records (allocated when a graph is first timed), and the key of the
+    // graph being timed (or UINT64_MAX)
     const char *timeline_path;
     bg_timeline *timeline;
     uint64_t timeline_key;

@@ -13,12 +13,14 @@ __global__ void k_mma_probe(const int *a, const int *b, int *d, int *d2)
     BG_KERNEL_ENTRY();
     const int g = (int)threadIdx.x / 4, q = (int)threadIdx.x % 4;
     int v[4];
+    const auto put = [&](int *out, const int *x) { // this lane's part of D, row-major
+        out[8 * g + 2 * q] = x[0], out[8 * g + 2 * q + 1] = x[1];
+        out[8 * (g + 8) + 2 * q] = x[2], out[8 * (g + 8) + 2 * q + 1] = x[3];
+    };
     bg_mma_s8(v, a[4 * g + q], a[4 * (g + 8) + q], b[4 * g + q]);
-    d[8 * g + 2 * q] = v[0], d[8 * g + 2 * q + 1] = v[1];
-    d[8 * (g + 8) + 2 * q] = v[2], d[8 * (g + 8) + 2 * q + 1] = v[3];
+    put(d, v);
     bg_mma_s8_add(v, a[4 * g + q], a[4 * (g + 8) + q], b[4 * g + q]);
-    d2[8 * g + 2 * q] = v[0], d2[8 * g + 2 * q + 1] = v[1];
-    d2[8 * (g + 8) + 2 * q] = v[2], d2[8 * (g + 8) + 2 * q + 1] = v[3];
+    put(d2, v);
 }
 
 // Runs k_mma_probe on distinct codes and checks it against the product
