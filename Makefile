@@ -132,7 +132,8 @@ $(BUILD)/tests/emu_cuda_ops: tests/test_cuda_ops.c tests/gpu_reference.h tests/c
 $(BUILD)/tests/emu_gpu_session: tests/test_gpu_mock.c tests/gpu_reference.h tests/check.h \
                                 $(EMU_OBJ) $(BUILD)/libbrigade.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -DBG_TEST_DEVICE $< $(EMU_OBJ) $(BUILD)/libbrigade.a $(LIBS) -lstdc++ -o $@
+	$(CC) $(ALL_CFLAGS) -DBG_TEST_DEVICE -DBG_TEST_EMU_DEVICE $< $(EMU_OBJ) $(BUILD)/libbrigade.a \
+	    $(LIBS) -lstdc++ -o $@
 -include $(EMU_OBJ:.o=.d)
 # The same kernel checks under ThreadSanitizer (tests/cuda_emu/cuda_runtime.h):
 # the kernels instrumented, the emulation itself not; a data race between
@@ -172,7 +173,7 @@ $(BUILD)/tsan/libbrigade.a: $(TSAN_LIB_OBJ)
 $(BUILD)/tests/race_gpu_session: tests/test_gpu_mock.c tests/gpu_reference.h tests/check.h \
                                  $(TSAN_OBJ) $(BUILD)/tsan/libbrigade.a
 	@mkdir -p $(dir $@)
-	$(TSAN_CC) $(ALL_CFLAGS) -fsanitize=thread -DBG_TEST_DEVICE $< $(TSAN_OBJ) \
+	$(TSAN_CC) $(ALL_CFLAGS) -fsanitize=thread -DBG_TEST_DEVICE -DBG_TEST_EMU_DEVICE $< $(TSAN_OBJ) \
 	    $(BUILD)/tsan/libbrigade.a $(LIBS) -lstdc++ -o $@
 -include $(TSAN_LIB_OBJ:.o=.d)
 .PHONY: racecheck

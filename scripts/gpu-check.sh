@@ -12,7 +12,8 @@
 # --gpu-budget 24G and 16G (-ngl auto), and 1/4/16 parallel sequences;
 # decode all on the GPU is also given as weight bytes per second, a share
 # of the card's copy bandwidth (scripts/membw.cu), and without
-# programmatic dependent launch (BRIGADE_CUDA_PDL=0) and without the fused
+# programmatic dependent launch (BRIGADE_CUDA_PDL=0), without the blocks'
+# L2 prefetch before their wait (BRIGADE_CUDA_PREFETCH=0), without the fused
 # tails (BRIGADE_CUDA_FUSE=0) beside it, and
 # prefill without the int8 tensor cores (BRIGADE_CUDA_MMA=0); where
 # Nsight Compute is installed, the decode step's kernels by GPU time.
@@ -436,6 +437,11 @@ bench "parallel sequences (-ngl 99)" -p 0 -n "$TG" -np 1,4,16 -ngl 99
 export BRIGADE_CUDA_PDL=0
 bench "all on the GPU, PDL off (-ngl 99)" -p 0 -n "$TG" -ngl 99
 unset BRIGADE_CUDA_PDL
+# the same decode without the blocks' L2 prefetch of their weight rows
+# before the wait (BRIGADE_CUDA_PREFETCH=0), for its effect
+export BRIGADE_CUDA_PREFETCH=0
+bench "all on the GPU, L2 prefetch off (-ngl 99)" -p 0 -n "$TG" -ngl 99
+unset BRIGADE_CUDA_PREFETCH
 # the same decode with the work a kernel's last block finishes run as
 # launches of their own (BRIGADE_CUDA_FUSE=0), for what the tails cost
 export BRIGADE_CUDA_FUSE=0
@@ -665,6 +671,8 @@ PREFILL_RUN="-p 512 -n 0" PREFILL_WINDOW="--launch-skip 450 --launch-count 450"
         BRIGADE_CUDA_FUSE=1
     timeline_table "Decode step on the device's clock, fused tails off" timeline-unfused.md \
         BRIGADE_CUDA_FUSE=0
+    timeline_table "Decode step on the device's clock, L2 prefetch off" timeline-noprefetch.md \
+        BRIGADE_CUDA_FUSE=1 BRIGADE_CUDA_PREFETCH=0
     ncu_table "Decode kernels by GPU time: launches 301-600 of tg4 all on the GPU" \
         ncu-fused.csv "$DECODE_RUN" "$DECODE_WINDOW" BRIGADE_CUDA_FUSE=1
     ncu_stalls

@@ -17,6 +17,7 @@
 #include "brigade.h"
 #include "check.h"
 #include "gpu_backend.h"
+#include "model.h"
 
 #include "gpu_reference.h"
 
@@ -695,6 +696,98 @@ static void timeline(const char *dir)
     remove(path);
 }
 
+#ifdef BG_TEST_EMU_DEVICE
+/* tests/cuda_emu: the bytes and ranges the kernels' bulk prefetches asked
+ * for so far (each checked there: aligned, inside an allocation) */
+void bg_emu_prefetched(unsigned long long *bytes, unsigned long long *ranges);
+
+/* The bytes a decode step of one token prefetches before its waits, from
+ * the model's tensors: every weight of a product whose rows no earlier
+ * launch of the step picks (the projections, the router, the shared
+ * expert, the output head), the k chosen experts' down rows (picked by the
+ * routing two launches before), and each DeltaNet layer's state of the
+ * sequence. The routed experts' gate/up rows are not: their routing is the
+ * launch right before theirs. */
+static uint64_t step_prefetch_bytes(const brigade_model *m)
+{
+    static const bg_role fixed[] = {
+        BG_ROLE_ATTN_Q,        BG_ROLE_ATTN_K,          BG_ROLE_ATTN_V,
+        BG_ROLE_ATTN_OUT,      BG_ROLE_SSM_QKV,         BG_ROLE_SSM_GATE,
+        BG_ROLE_SSM_BETA,      BG_ROLE_SSM_ALPHA,       BG_ROLE_SSM_OUT,
+        BG_ROLE_FFN_GATE_INP,  BG_ROLE_FFN_GATE_SHEXP,  BG_ROLE_FFN_UP_SHEXP,
+        BG_ROLE_FFN_DOWN_SHEXP,
+    };
+    const bg_hparams *hp = &m->hp;
+    uint64_t bytes = m->global.t[BG_ROLE_OUTPUT]->n_bytes;
+    for (uint32_t il = 0; il < hp->n_layers; il++) {
+        const bg_layer *L = &m->layers[il];
+        for (size_t r = 0; r < sizeof fixed / sizeof *fixed; r++)
+            bytes += L->t[fixed[r]] ? L->t[fixed[r]]->n_bytes : 0;
+        bytes += L->t[BG_ROLE_FFN_DOWN_EXPS]->n_bytes / hp->n_expert * hp->n_expert_used;
+        if (bg_hparams_is_recurrent(hp, il))
+            bytes += (uint64_t)hp->ssm_time_step_rank * hp->ssm_state_size *
+                     hp->ssm_state_size * sizeof(float);
+    }
+    return bytes;
+}
+#endif
+
+/* BRIGADE_CUDA_PREFETCH: the blocks' prefetches before their waits change
+ * no result (the logits bitwise those with it off); on the emulation, a
+ * decode step prefetches exactly the bytes step_prefetch_bytes counts
+ * (rows of 144 and 1024 bytes: nothing trimmed to 16-byte bounds) and
+ * none with it off. */
+static void prefetch(const char *dir)
+{
+    char path[512];
+    brigade_error err;
+    brigade_model *m = synth_model(path, dir, "prefetch", "tiny-qwen35moe", BG_TYPE_Q4_K, 6);
+    if (!m)
+        return;
+    setenv("BRIGADE_CUDA_PREFETCH", "0", 1);
+    float *off = decode_steps(m, NULL, &err);
+    CHECK(off, "prefetch off: %s", err.message);
+    unsetenv("BRIGADE_CUDA_PREFETCH");
+    float *on = decode_steps(m, NULL, &err);
+    CHECK(on, "prefetch: %s", err.message);
+    CHECK(off && on && !memcmp(off, on, brigade_model_n_vocab(m) * sizeof *on),
+          "prefetch: the logits differ from those with it off");
+    free(off);
+    free(on);
+#ifdef BG_TEST_EMU_DEVICE
+    for (int with = 0; with < 2; with++) {
+        if (!with)
+            setenv("BRIGADE_CUDA_PREFETCH", "0", 1);
+        brigade_session_options o = {.n_ctx = 32, .n_threads = 2, .n_ubatch = 8,
+                                     .n_gpu_layers = 99};
+        brigade_session *s = NULL;
+        brigade_status st = brigade_session_new(m, &o, &s, &err);
+        unsetenv("BRIGADE_CUDA_PREFETCH");
+        /* logits at each step, so each ends with the device's work (the
+         * emulation runs it when the host waits) and has the head */
+        float *logits = malloc(brigade_model_n_vocab(m) * sizeof *logits);
+        st = st ? st : logits ? BRIGADE_OK : BRIGADE_ERR_NOMEM;
+        int32_t toks[3] = {5, 6, 7};
+        for (int i = 0; i < 3 && !st; i++) /* the last two replay the step's graph */
+            st = brigade_session_eval(s, toks + i, 1, false, logits, &err);
+        unsigned long long b0 = 0, r0 = 0, b1 = 0, r1 = 0;
+        bg_emu_prefetched(&b0, &r0);
+        const int32_t tok = 8;
+        st = st ? st : brigade_session_eval(s, &tok, 1, false, logits, &err);
+        bg_emu_prefetched(&b1, &r1);
+        free(logits);
+        const uint64_t want = with ? step_prefetch_bytes(m) : 0;
+        CHECK(!st && b1 - b0 == want,
+              "prefetch %s: a decode step prefetched %llu bytes in %llu ranges, want %llu%s%s",
+              with ? "on" : "off", b1 - b0, r1 - r0, (unsigned long long)want,
+              st ? ": " : "", st ? err.message : "");
+        brigade_session_free(s);
+    }
+#endif
+    brigade_model_free(m);
+    remove(path);
+}
+
 /* Page-locked host memory from the device: a GPU session's 7 buffers that
  * cross, and a logits buffer from the session (released through the
  * device, also after the session); on the CPU plain memory. The logits in
@@ -778,10 +871,11 @@ int main(void)
      * blocks; then as DeltaNet's last four): 1 + 3 * 6 + 7 */
     decode_kernels(dir, BG_TYPE_Q4_K, 26);
     timeline(dir);
+    prefetch(dir);
     rmdir(dir);
     return check_summary("test_gpu_device");
 #else
-    (void)decode_kernels, (void)timeline; /* the device's kernels only */
+    (void)decode_kernels, (void)timeline, (void)prefetch; /* the device's kernels only */
     bg_gpu_api_override(&mock);
     /* The stand-in's arithmetic is the CPU reference's up to summation
      * order, the SIMD kernels' roundings and f16 V accumulation: float

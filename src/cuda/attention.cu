@@ -908,6 +908,7 @@ struct bg_dn_fused {
     float eps;
     uint8_t *aq;
     int *counter;
+    bool prefetch; // the first token's state rows asked of L2 before the wait
 };
 
 // The delta rule, block (h, y) owning state rows [y*DN_ROWS, y*DN_ROWS +
@@ -954,6 +955,12 @@ __global__ void __launch_bounds__(DN_WARPS * 32, 1)
                const uint32_t *tok_seq, uint32_t S, uint32_t Hk, uint32_t Hv, uint32_t n_tok,
                const bg_dn_fused f)
 {
+    // the state no kernel of the step writes before this one: the
+    // sequences are the host's (uploaded before the step)
+    if (f.prefetch && n_tok && threadIdx.x == 0)
+        bg_prefetch_l2(ssm + __ldcg(tok_seq) * ssm_seq +
+                           ((size_t)blockIdx.x * S + blockIdx.y * DN_ROWS) * S,
+                       (uint64_t)DN_ROWS * S * sizeof(float));
     BG_KERNEL_ENTRY();
     __shared__ float sk[DN_CHUNK][32 * DN_MAX_PER_LANE], sq[DN_CHUNK][32 * DN_MAX_PER_LANE];
     __shared__ float sv[DN_CHUNK][DN_ROWS], sbeta[DN_CHUNK], sg[DN_CHUNK];
@@ -1133,7 +1140,7 @@ extern "C" int bg_cuda_deltanet(bg_gpu *g, const bg_gpu_deltanet_args *a, float 
     }
     const bg_dn_fused f = {d_conv_w, d_conv,   a->conv_seq_floats, a->conv_kernel,
                            d_z,      d_norm_w, a->eps,             d_attn_q,
-                           fused ? g->counters : NULL};
+                           fused ? g->counters : NULL, bg_prefetch};
     BG_LAUNCH(dim3(Hv, S / DN_ROWS), DN_WARPS * 32, 0, g->stream, k_dn_recur)(
         d_qkv, a->q_width, d_heads, d_dt, d_a, d_ssm, a->ssm_seq_floats, d_attn, a->a_width,
         d_tok_seq, S, Hk, Hv, n, f);

@@ -19,6 +19,7 @@ static int bg_check(bg_gpu *g, cudaError_t e, const char *what)
 
 // common.cuh's switches, set by gpu_init
 bool bg_pdl = false;
+bool bg_prefetch = false;
 bool bg_debug = false;
 bool bg_mma = false;
 // Whether a kernel's last block may finish the work after it (the tails,
@@ -351,11 +352,14 @@ static int gpu_init(int device, bg_gpu **out, char *desc, size_t desc_cap, char 
     bg_pdl = prop.major >= 9 && !env_zero("BRIGADE_CUDA_PDL") && !bg_debug;
     if (bg_pdl)
         bg_pdl = pdl_works(g->stream);
+    bg_prefetch = bg_pdl && !env_zero("BRIGADE_CUDA_PREFETCH");
     const bool mma_wanted = prop.major >= 8 && !env_zero("BRIGADE_CUDA_MMA");
     bg_mma = mma_wanted && bg_cuda_mma_works(g->stream);
     snprintf(desc, desc_cap, "%s (sm_%d%d, %.1f GiB%s%s%s%s)", prop.name, prop.major, prop.minor,
              prop.totalGlobalMem / 1073741824.0,
-             bg_pdl ? ", programmatic dependent launch" : "",
+             bg_pdl ? bg_prefetch ? ", programmatic dependent launch, L2 prefetch"
+                                  : ", programmatic dependent launch"
+                    : "",
              bg_mma        ? ", int8 tensor cores"
              : mma_wanted ? ", int8 tensor cores off: their check failed"
                           : "",

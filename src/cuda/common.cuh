@@ -31,6 +31,9 @@
 // kernel's launch begin. Without the launch attribute (older cards,
 // BRIGADE_CUDA_PDL=0, or a runtime that refuses it) both are no-ops.
 extern bool bg_pdl; // launches carry the attribute (backend.cu sets it)
+// Blocks prefetch their weight rows before the wait (bg_prefetch_l2):
+// with bg_pdl, unless BRIGADE_CUDA_PREFETCH=0.
+extern bool bg_prefetch;
 
 // The timeline (BRIGADE_CUDA_TIMELINE, backend.cu) names each launch of a
 // timed graph by its site, the kernel and where it is launched: while
@@ -93,6 +96,20 @@ __device__ __forceinline__ void bg_pdl_release(void)
 #define BG_KERNEL_WAIT() bg_pdl_wait()
 #define BG_KERNEL_RELEASE() bg_pdl_release()
 
+// Asks L2 for the size bytes at the global address a (16-byte aligned, size
+// a multiple of 16): sm_90's bulk prefetch, a hint that nothing waits for;
+// elsewhere nothing (older cards launch without the attribute, so there is
+// no wait for it to overlap).
+__device__ __forceinline__ void bg_prefetch_bulk(size_t a, uint32_t size)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a), "r"(size) : "memory");
+#else
+    (void)a, (void)size;
+#endif
+}
+#define BG_PREFETCH_BULK(a, size) bg_prefetch_bulk(a, size)
+
 // The device's clock in nanoseconds, one for all SMs.
 __device__ __forceinline__ unsigned long long bg_globaltimer(void)
 {
@@ -134,8 +151,24 @@ __device__ __forceinline__ void bg_timeline_note(void)
         tl->t[i] = t;
 }
 
-// Every kernel's first statement.
+// Every kernel's first statement (after bg_prefetch_l2 at most).
 #define BG_KERNEL_ENTRY() (BG_KERNEL_WAIT(), bg_timeline_note(), BG_KERNEL_RELEASE())
+
+// Before its wait (BG_KERNEL_ENTRY), a block may ask L2 for bytes it will
+// read that no kernel writes, its weight rows: a block launched early then
+// fetches them while the kernel before finishes, often one block's norm
+// with the memory idle, and reads them from L2 once the wait passes. The
+// range [p, p + n) is trimmed to the 16-byte bounds inside it, in pieces
+// of BG_PREFETCH_PIECE, by the calling thread. Only where the launches
+// overlap (the host's bg_prefetch: BRIGADE_CUDA_PREFETCH=0 turns it off).
+enum { BG_PREFETCH_PIECE = 1 << 16 };
+__device__ __forceinline__ void bg_prefetch_l2(const void *p, uint64_t n)
+{
+    const size_t at = (size_t)__cvta_generic_to_global(p);
+    const size_t end = (at + n) & ~(size_t)15;
+    for (size_t a = (at + 15) & ~(size_t)15; a < end; a += BG_PREFETCH_PIECE)
+        BG_PREFETCH_BULK(a, (uint32_t)(end - a < BG_PREFETCH_PIECE ? end - a : BG_PREFETCH_PIECE));
+}
 
 // Sets this translation unit's pointer; not noted itself.
 static __global__ void k_timeline_set(bg_timeline *tl)

@@ -24,6 +24,10 @@ struct bg_egroup {
     int lanes;   // to a row (row_lanes)
     bg_tail tail; // the down rows': the feed-forward half's end, or none
     uint32_t split; // block rows a routed expert (eg_block_rows)
+    // before the wait, each block's rows asked of L2: the shared expert's
+    // (prefetch), and the routed experts' (prefetch_routed: a launch that
+    // the routing's is not the one right before, so it has completed)
+    bool prefetch, prefetch_routed;
 };
 
 __device__ __forceinline__ size_t bg_egroup_xrow(int32_t slot, uint32_t n_routed, uint32_t x_div)
@@ -183,6 +187,33 @@ template <int ROWS> __device__ __forceinline__ void bg_ffn_end_chunks(const bg_e
         bg_block_ffn_norm(t.end, t.n, r);
 }
 
+// Before the wait (bg_prefetch_l2): the block's rows of its expert's
+// matrices, where p says they are known (the routing read where it has
+// completed, from L2, and only to pick the rows: a stale expert would
+// cost a wasted fetch, not a wrong result). One block row of each expert.
+template <int T, int NR, int PATH>
+__device__ __forceinline__ void bg_eg_prefetch(const bg_egroup &p)
+{
+    if (!p.prefetch || threadIdx.x)
+        return;
+    const bg_eg_row row = bg_eg_row_of(p);
+    if (row.part || (!row.shared && !p.prefetch_routed))
+        return;
+    const uint8_t *w[2] = {p.shared[0], p.shared[1]};
+    if (!row.shared) {
+        const int32_t *const n_active = p.groups + p.n_expert + 1;
+        const uint32_t e = (uint32_t)__ldcg(n_active + 1 + row.rank);
+        if ((int32_t)row.rank >= __ldcg(n_active) || e >= p.n_expert)
+            return;
+        w[0] = p.w[0] + e * p.expert_bytes, w[1] = p.w[1] + e * p.expert_bytes;
+    }
+    constexpr int ROWS = (int)eg_rows_of<NR, PATH>::value;
+    const uint64_t per = (uint64_t)MM_WARPS * (32 / p.lanes) * ROWS;
+    const uint64_t rb = bg_row_bytes<T>(p.n_in);
+    for (int r = 0; r < (NR == 2 ? 2 : 1); r++)
+        bg_prefetch_block_rows(w[r], rb, p.n_out, per, blockIdx.x);
+}
+
 // Every block counts itself for the tail, also those without rows. The
 // tail's rows (a norm and its coding) would take more registers than the
 // products' loop and cost the down rows' blocks room on an SM: the bound
@@ -192,6 +223,7 @@ template <int T, int NR, int TOK, int PATH, int TAIL>
 __global__ void __launch_bounds__(MM_WARPS * 32, TAIL == TAIL_NONE ? 1 : EG_TAIL_BLOCKS)
     k_expert_group(const bg_egroup p)
 {
+    bg_eg_prefetch<T, NR, PATH>(p);
     BG_KERNEL_ENTRY();
     const int32_t *n_active = p.groups + p.n_expert + 1;
     const bg_eg_row row = bg_eg_row_of(p);
@@ -360,6 +392,7 @@ extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_x
     p.x = d_xn, p.xs = a->n_embd, p.x_div = a->n_used;
     p.w[0] = (const uint8_t *)d_gate, p.shared[0] = (const uint8_t *)a->d_gate_shexp;
     p.y = d_h, p.ys = a->n_ff;
+    p.prefetch = bg_prefetch;
     if (a->type_gate == a->type_up) {
         p.w[1] = (const uint8_t *)d_up, p.shared[1] = (const uint8_t *)a->d_up_shexp;
         if (expert_group(g, 2, a->type_gate, p, a->n_tok, d_xq, NULL))
@@ -382,6 +415,7 @@ extern "C" int bg_cuda_moe(bg_gpu *g, const bg_gpu_moe_args *a, const float *d_x
     down.n_in = a->n_ff, down.n_out = a->n_embd;
     down.x = d_h, down.xs = a->n_ff, down.x_div = 1;
     down.y = d_slot_out, down.ys = a->n_embd;
+    down.prefetch_routed = bg_prefetch; // the gate/up launch came between
     if (!end)
         return expert_group(g, 1, a->type_down, down, all, NULL, NULL);
     if (bg_cuda_codes_ok(g, "expert sum", end->d_norm_w ? end->d_xq : NULL, a->n_embd,

@@ -112,7 +112,20 @@ struct bg_mm {
     size_t ys;
     uint32_t n_tok;
     int lanes;
+    bool prefetch; // the block's weight rows asked of L2 before the wait
 };
+
+// Before the wait: the block's rows of W (and W1), by the first token
+// group's blocks (the others read the same rows).
+template <int T, int NR> __device__ __forceinline__ void bg_mm_prefetch(const bg_mm &m)
+{
+    if (!m.prefetch || blockIdx.y)
+        return;
+    const uint64_t per = (uint64_t)MM_WARPS * (32 / m.lanes), rb = bg_row_bytes<T>(m.n_in);
+    bg_prefetch_block_rows(m.w0, rb, m.n_out, per, blockIdx.x);
+    if (NR == 2)
+        bg_prefetch_block_rows(m.w1, rb, m.n_out, per, blockIdx.x);
+}
 
 // Rows of a product, a warp's rows (bg_warp_rows) at a time, then the tail.
 template <int T, int NR, int TOK, bool INT, int TAIL>
@@ -130,6 +143,7 @@ __device__ __forceinline__ void bg_matmul_block(const bg_mm &m, const bg_tail &t
 template <int T, int NR, int TOK, bool INT>
 __global__ void __launch_bounds__(MM_WARPS * 32) k_matmul(const bg_mm m)
 {
+    bg_mm_prefetch<T, NR>(m);
     BG_KERNEL_ENTRY();
     bg_matmul_block<T, NR, TOK, INT, TAIL_NONE>(m, bg_tail{});
 }
@@ -145,6 +159,7 @@ template <int T, int TOK, bool INT, int TAIL>
 __global__ void __launch_bounds__(MM_WARPS * 32, MM_TAIL_BLOCKS)
     k_matmul_tail(const bg_mm m, const bg_tail tail)
 {
+    bg_mm_prefetch<T, 1>(m);
     BG_KERNEL_ENTRY();
     bg_matmul_block<T, 1, TOK, INT, TAIL>(m, tail);
 }
@@ -242,7 +257,7 @@ static int matmul(bg_gpu *g, uint32_t type, const void *w0, const void *w1, uint
     const dim3 grid = mm_grid(n_out, n_tok, lanes);
     const uint8_t *p0 = (const uint8_t *)w0;
     const bg_mm m = {p0, w1 ? (const uint8_t *)w1 : p0, n_in, n_out, x, xs, xq, y, ys, n_tok,
-                     lanes};
+                     lanes, bg_prefetch};
     bool ok, done;
 #define MM(T) (done = w1 ? launch_matmul<T, 2>(g, grid, m, tail) : launch_matmul<T, 1>(g, grid, m, tail))
     BG_DISPATCH(type, ok, MM);
@@ -258,6 +273,18 @@ static int matmul(bg_gpu *g, uint32_t type, const void *w0, const void *w1, uint
 
 // ---------------------------------------------- several products, one input
 
+// The bytes of a row of n_in weights of type `type` (0: a type without a
+// kernel).
+static uint64_t row_bytes_of(uint32_t type, uint64_t n_in)
+{
+    uint64_t rb = 0;
+    bool ok;
+#define RB(T) (rb = bg_row_bytes<T>(n_in))
+    BG_DISPATCH(type, ok, RB);
+#undef RB
+    return ok ? rb : 0;
+}
+
 // The products of one launch: block ranges, weights and outputs of each.
 struct bg_multi {
     const uint8_t *w[BG_GPU_MAX_PROJ];
@@ -266,8 +293,10 @@ struct bg_multi {
     size_t ys[BG_GPU_MAX_PROJ];
     uint32_t type[BG_GPU_MAX_PROJ];
     uint32_t first_block[BG_GPU_MAX_PROJ + 1];
+    uint64_t row_bytes[BG_GPU_MAX_PROJ];
     uint32_t n;
-    int lanes; // to a row (row_lanes)
+    int lanes;     // to a row (row_lanes)
+    bool prefetch; // each block's weight rows asked of L2 before the wait
 };
 
 // Blocks [first_block[k], first_block[k + 1]) compute product k; each
@@ -284,8 +313,11 @@ template <int TOK>
 __global__ void __launch_bounds__(MM_WARPS * 32)
     k_matmul_multi(bg_multi m, uint64_t n_in, const uint8_t *xq, uint32_t n_tok)
 {
-    BG_KERNEL_ENTRY();
     const uint32_t k = bg_multi_product(m);
+    if (m.prefetch && !blockIdx.y)
+        bg_prefetch_block_rows(m.w[k], m.row_bytes[k], m.n_out[k],
+                               (uint64_t)MM_WARPS * (32 / m.lanes), blockIdx.x - m.first_block[k]);
+    BG_KERNEL_ENTRY();
     uint64_t o;
     bool valid;
     if (!bg_warp_rows((uint64_t)(blockIdx.x - m.first_block[k]) * MM_WARPS + threadIdx.x / 32,
@@ -360,11 +392,13 @@ extern "C" int bg_cuda_matmul_multi(bg_gpu *g, const bg_gpu_proj *proj, uint32_t
         m.n_out[k] = proj[k].n_out;
         m.ys[k] = proj[k].y_stride;
         m.type[k] = proj[k].type;
+        m.row_bytes[k] = row_bytes_of(proj[k].type, n_in);
         m.first_block[k] = blocks;
         blocks += mma ? mma_blocks(proj[k].n_out) : row_blocks(proj[k].n_out, m.lanes);
     }
     m.first_block[n_proj] = blocks;
     m.n = n_proj;
+    m.prefetch = bg_prefetch && !mma;
     const uint32_t groups = (n_tok + MM_TOK - 1) / MM_TOK;
     const dim3 grid(blocks, groups > 65535 ? 65535 : groups);
     if (mma)

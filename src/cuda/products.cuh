@@ -95,6 +95,20 @@ __device__ __forceinline__ bool bg_warp_rows(uint64_t warp, uint64_t n_out, int 
     return true;
 }
 
+// Before its wait: the rows of n_out (row_bytes each) that block `block`
+// of a product reads, per_block rows a block (its warps' bg_warp_rows,
+// times the rows each takes), asked of L2 by thread 0 (bg_prefetch_l2).
+__device__ __forceinline__ void bg_prefetch_block_rows(const uint8_t *w, uint64_t row_bytes,
+                                                       uint64_t n_out, uint64_t per_block,
+                                                       uint64_t block)
+{
+    const uint64_t first = block * per_block;
+    if (threadIdx.x || first >= n_out)
+        return;
+    const uint64_t n = n_out - first < per_block ? n_out - first : per_block;
+    bg_prefetch_l2(w + first * row_bytes, n * row_bytes);
+}
+
 // ---------------------------------------------- the integer path
 //
 // Weights whose values are small integers times a scale per 16 or 32 (Q4_0,

@@ -284,6 +284,17 @@ template <typename P> P aligned(const void *p, const char *file, int line)
 } // namespace bg_emu
 #define BG_ALIGNED(type, p) (bg_emu::aligned<type>((p), __FILE__, __LINE__))
 
+// The bulk prefetch to L2 (src/cuda/common.cuh): here it checks what the
+// instruction needs (a 16-byte aligned address and size, inside one
+// allocation of device memory) and counts the bytes, which
+// bg_emu_prefetched reports; it aborts on a range the device would refuse.
+namespace bg_emu {
+void prefetch(size_t a, uint32_t size, const char *file, int line);
+}
+#define BG_PREFETCH_BULK(a, size) (bg_emu::prefetch((a), (size), __FILE__, __LINE__))
+inline size_t __cvta_generic_to_global(const void *p) { return (size_t)p; }
+extern "C" void bg_emu_prefetched(unsigned long long *bytes, unsigned long long *ranges);
+
 // (BG_LAUNCH_SITE: src/cuda/common.cuh, which comes after this header)
 #define BG_LAUNCH(grid, block, shmem, stream, ...)                                           \
     bg_emu::make_launcher(grid, block, shmem, stream, BG_LAUNCH_SITE(__VA_ARGS__), __VA_ARGS__)

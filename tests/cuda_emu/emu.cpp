@@ -373,6 +373,27 @@ bool is_page_locked(const void *p, size_t bytes)
 namespace bg_emu {
 ids *current;
 
+// Device allocations by address (cudaMalloc), for the prefetches' check;
+// the bytes and ranges prefetched so far.
+std::map<uintptr_t, size_t> device_allocations;
+unsigned long long prefetched_bytes, prefetched_ranges;
+
+void prefetch(size_t a, uint32_t size, const char *file, int line)
+{
+    auto it = device_allocations.upper_bound((uintptr_t)a);
+    const bool inside = it != device_allocations.begin() &&
+                        (--it, a + size <= it->first + it->second);
+    if (a % 16 || size % 16 || !size || !inside) {
+        fprintf(stderr,
+                "cuda emulation: %s:%d: a bulk prefetch of %u bytes at %#zx (the device needs "
+                "a 16-byte aligned address and size, inside one allocation)\n",
+                file, line, size, a);
+        abort();
+    }
+    prefetched_bytes += size;
+    prefetched_ranges += 1;
+}
+
 void misaligned(const void *p, size_t align, const char *file, int line)
 {
     fprintf(stderr, "cuda emulation: %s:%d: a load of %zu-byte-aligned data from %p\n", file,
@@ -670,6 +691,7 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
     memset((uint8_t *)raw + 256, 0xA5, bytes); // garbage until written, as cudaMalloc's
     allocated += bytes;
     *p = (uint8_t *)raw + 256;
+    bg_emu::device_allocations[(uintptr_t)*p] = bytes;
     return cudaSuccess;
 }
 cudaError_t cudaMallocHost(void **p, size_t bytes)
@@ -693,6 +715,7 @@ cudaError_t cudaFree(void *p)
     drain_all();
     if (!p)
         return cudaSuccess;
+    bg_emu::device_allocations.erase((uintptr_t)p);
     uint8_t *raw = (uint8_t *)p - 256;
     size_t bytes;
     memcpy(&bytes, raw, sizeof bytes);
@@ -809,4 +832,10 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
 {
     delete exec;
     return cudaSuccess;
+}
+
+extern "C" void bg_emu_prefetched(unsigned long long *bytes, unsigned long long *ranges)
+{
+    *bytes = bg_emu::prefetched_bytes;
+    *ranges = bg_emu::prefetched_ranges;
 }
