@@ -706,9 +706,10 @@ void bg_emu_prefetched(unsigned long long *bytes, unsigned long long *ranges);
  * launch of the step picks (the projections, the router, the shared
  * expert, the output head), the k chosen experts' down rows (picked by the
  * routing two launches before), and each DeltaNet layer's state of the
- * sequence. The routed experts' gate/up rows are not: their routing is the
- * launch right before theirs. */
-static uint64_t step_prefetch_bytes(const brigade_model *m)
+ * sequence, and each attention layer's cached K and V rows of the
+ * positions before the token's, pos. The routed experts' gate/up rows are
+ * not: their routing is the launch right before theirs. */
+static uint64_t step_prefetch_bytes(const brigade_model *m, uint32_t pos)
 {
     static const bg_role fixed[] = {
         BG_ROLE_ATTN_Q,        BG_ROLE_ATTN_K,          BG_ROLE_ATTN_V,
@@ -727,6 +728,8 @@ static uint64_t step_prefetch_bytes(const brigade_model *m)
         if (bg_hparams_is_recurrent(hp, il))
             bytes += (uint64_t)hp->ssm_time_step_rank * hp->ssm_state_size *
                      hp->ssm_state_size * sizeof(float);
+        else /* f16 K and V rows of the positions before pos */
+            bytes += 2ull * pos * hp->n_head_kv * hp->head_dim * 2;
     }
     return bytes;
 }
@@ -776,7 +779,7 @@ static void prefetch(const char *dir)
         st = st ? st : brigade_session_eval(s, &tok, 1, false, logits, &err);
         bg_emu_prefetched(&b1, &r1);
         free(logits);
-        const uint64_t want = with ? step_prefetch_bytes(m) : 0;
+        const uint64_t want = with ? step_prefetch_bytes(m, 3) : 0;
         CHECK(!st && b1 - b0 == want,
               "prefetch %s: a decode step prefetched %llu bytes in %llu ranges, want %llu%s%s",
               with ? "on" : "off", b1 - b0, r1 - r0, (unsigned long long)want,

@@ -489,7 +489,34 @@ struct bg_attn_fresh {
     bool on;
     const float *q, *kv, *q_norm, *k_norm;
     int *counters;
+    bool prefetch; // with on: the cached rows asked of L2 before the wait
 };
+
+// The most bytes of each cache one range asks L2 for (bg_attn_prefetch):
+// a layer's few MB at short contexts, not a long context's hundreds.
+enum { ATT_PREFETCH_BYTES = 256 << 10 };
+
+// Before the wait: the cache rows of range z of the token's positions
+// before its own (written by earlier steps; positions and sequences are
+// the host's), every K/V head's, by the first head's block of the range.
+__device__ __forceinline__ void bg_attn_prefetch(const bg_gpu_attn_args &a,
+                                                 const uint8_t *k_cache, const uint8_t *v_cache,
+                                                 const uint32_t *tok_seq, const uint32_t *tok_pos,
+                                                 const uint8_t *split, const bg_attn_fresh &f)
+{
+    if (!f.on || !f.prefetch || threadIdx.x || blockIdx.y)
+        return;
+    const uint32_t pos = __ldcg(tok_pos + blockIdx.x), seq = __ldcg(tok_seq + blockIdx.x);
+    const uint64_t len = split ? BG_GPU_ATT_SPLIT_LEN(pos + 1) : pos + 1;
+    const uint64_t p0 = blockIdx.z * len, p1 = p0 + len < pos ? p0 + len : pos;
+    if (p0 >= p1)
+        return;
+    const uint64_t kb = (p1 - p0) * a.k_row_bytes, vb = (p1 - p0) * a.v_row_bytes;
+    bg_prefetch_l2(k_cache + seq * a.k_seq_bytes + p0 * a.k_row_bytes,
+                   kb < ATT_PREFETCH_BYTES ? kb : ATT_PREFETCH_BYTES);
+    bg_prefetch_l2(v_cache + seq * a.v_seq_bytes + p0 * a.v_row_bytes,
+                   vb < ATT_PREFETCH_BYTES ? vb : ATT_PREFETCH_BYTES);
+}
 
 // One block per (token, head, range of positions): the ranges of gpu.h's
 // split for a decode step given scratch (split), else one. A lone range
@@ -506,6 +533,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
            const uint8_t *v_cache, const uint32_t *tok_seq, const uint32_t *tok_pos,
            uint8_t *aq, uint8_t *split, uint32_t chunk, const bg_attn_fresh f)
 {
+    bg_attn_prefetch(a, k_cache, v_cache, tok_seq, tok_pos, split, f);
     BG_KERNEL_ENTRY();
     const uint32_t t = blockIdx.x, h = blockIdx.y, z = blockIdx.z, D = a.head_dim;
     const uint32_t pos = tok_pos[t], seq = tok_seq[t], n_pos = pos + 1;
@@ -644,8 +672,8 @@ extern "C" int bg_cuda_attention(bg_gpu *g, const bg_gpu_attn_args *a, float *d_
     chunk = chunk > (uint64_t)ATT_CHUNK ? (uint64_t)ATT_CHUNK : chunk;
     const size_t shmem = bg_attn_shared_bytes(D, (uint32_t)chunk, kh, vh, fresh);
     const dim3 grid(a->n_tok, a->n_head, split ? BG_GPU_ATT_SPLITS : 1);
-    const bg_attn_fresh f = {fresh, d_q, d_kv, d_q_norm, d_k_norm,
-                             fresh ? g->counters + BG_OWN_COUNTERS_AT : NULL};
+    const bg_attn_fresh f = {fresh,    d_q, d_kv, d_q_norm, d_k_norm,
+                             fresh ? g->counters + BG_OWN_COUNTERS_AT : NULL, bg_prefetch};
     BG_LAUNCH(grid, ATT_WARPS * 32, shmem, g->stream, k_attn)(
         *a, d_attn, d_gate, d_k_cache, d_v_cache, d_tok_seq, d_tok_pos, d_attn_q, split,
         (uint32_t)chunk, f);

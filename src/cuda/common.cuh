@@ -25,10 +25,11 @@
 // Programmatic dependent launch (sm_90 and later): each kernel is launched
 // so that its blocks may be scheduled while the kernel before it drains,
 // which hides a launch's latency between the small kernels of a decode
-// step. Every kernel's first statement is BG_KERNEL_ENTRY(): it waits
-// until the kernel before has completed and its writes are visible
-// (griddepcontrol.wait), so no kernel reads early, then lets the next
-// kernel's launch begin. Without the launch attribute (older cards,
+// step. Every kernel's first statement is BG_KERNEL_ENTRY() (only a
+// prefetch of bytes no kernel writes may come before it, bg_prefetch_l2):
+// it waits until the kernel before has completed and its writes are
+// visible (griddepcontrol.wait), so no kernel reads early, then lets the
+// next kernel's launch begin. Without the launch attribute (older cards,
 // BRIGADE_CUDA_PDL=0, or a runtime that refuses it) both are no-ops.
 extern bool bg_pdl; // launches carry the attribute (backend.cu sets it)
 // Blocks prefetch their weight rows before the wait (bg_prefetch_l2):
