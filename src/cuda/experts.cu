@@ -25,8 +25,8 @@ struct bg_egroup {
     bg_tail tail; // the down rows': the feed-forward half's end, or none
     uint32_t split; // block rows a routed expert (eg_block_rows)
     // before the wait, each block's rows asked of L2: the shared expert's
-    // (prefetch), and the routed experts' (prefetch_routed: a launch that
-    // the routing's is not the one right before, so it has completed)
+    // (prefetch), and the routed experts' (prefetch_routed: set where the
+    // routing's launch is not the one right before, so it has completed)
     bool prefetch, prefetch_routed;
 };
 
