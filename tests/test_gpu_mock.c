@@ -738,8 +738,8 @@ static uint64_t step_prefetch_bytes(const brigade_model *m, uint32_t pos)
 /* BRIGADE_CUDA_PREFETCH: the blocks' prefetches before their waits change
  * no result (the logits bitwise those with it off); on the emulation, a
  * decode step prefetches exactly the bytes step_prefetch_bytes counts
- * (rows of 144 and 1024 bytes: nothing trimmed to 16-byte bounds) and
- * none with it off. */
+ * (every range here a multiple of 16 bytes at a 16-byte bound: nothing
+ * trimmed) and none with it off. */
 static void prefetch(const char *dir)
 {
     char path[512];
