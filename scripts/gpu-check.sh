@@ -15,7 +15,8 @@
 # programmatic dependent launch (BRIGADE_CUDA_PDL=0), without the blocks'
 # L2 prefetch before their wait (BRIGADE_CUDA_PREFETCH=0), without the fused
 # tails (BRIGADE_CUDA_FUSE=0) beside it, and
-# prefill without the int8 tensor cores (BRIGADE_CUDA_MMA=0); where
+# prefill without the int8 tensor cores (BRIGADE_CUDA_MMA=0) and with them
+# unstaged (BRIGADE_CUDA_MMA_STAGE=0); where
 # Nsight Compute is installed, the decode step's kernels by GPU time.
 # With build-gpu/llama-cuda.tar.xz present (scripts/gpu-oracle.sh writes it
 # on a machine with npm; carry it along), llama.cpp's CUDA build runs the
@@ -451,6 +452,11 @@ unset BRIGADE_CUDA_FUSE
 export BRIGADE_CUDA_MMA=0
 bench "all on the GPU, tensor cores off (-ngl 99)" -p "$PP" -n 0 -ngl 99
 unset BRIGADE_CUDA_MMA
+# prefill on the tensor cores reading straight from memory instead of
+# through shared memory (BRIGADE_CUDA_MMA_STAGE=0), for the staging's effect
+export BRIGADE_CUDA_MMA_STAGE=0
+bench "all on the GPU, tensor cores unstaged (-ngl 99)" -p "$PP" -n 0 -ngl 99
+unset BRIGADE_CUDA_MMA_STAGE
 bench "CPU only, for reference" -p "$PP" -n 32 -r 1
 {
     echo "### brigade / llama.cpp, same file and placement"

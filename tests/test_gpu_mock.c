@@ -791,6 +791,60 @@ static void prefetch(const char *dir)
     remove(path);
 }
 
+/* The logits of a 40-token prompt in one micro-batch (prefill: the integer
+ * products on the tensor cores), BRIGADE_CUDA_MMA_STAGE set to stage
+ * (NULL: unset); NULL on an error. */
+static float *prompt_logits(const brigade_model *m, const char *stage, brigade_error *err)
+{
+    brigade_session_options o = {.n_ctx = 64, .n_threads = 2, .n_ubatch = 64, .n_gpu_layers = 99};
+    if (stage)
+        setenv("BRIGADE_CUDA_MMA_STAGE", stage, 1);
+    brigade_session *s = NULL;
+    brigade_status st = brigade_session_new(m, &o, &s, err);
+    unsetenv("BRIGADE_CUDA_MMA_STAGE");
+    float *logits = st ? NULL : malloc(brigade_model_n_vocab(m) * sizeof *logits);
+    int32_t prompt[40];
+    for (int i = 0; i < 40; i++)
+        prompt[i] = 5 + 3 * i;
+    st = st       ? st
+         : logits ? brigade_session_eval(s, prompt, 40, false, logits, err)
+                  : BRIGADE_ERR_NOMEM;
+    brigade_session_free(s);
+    if (st) {
+        free(logits);
+        return NULL;
+    }
+    return logits;
+}
+
+/* BRIGADE_CUDA_MMA_STAGE: the tensor cores' products staged through shared
+ * memory (the default) do the same arithmetic in the same order as read
+ * straight from memory: a prompt's logits bitwise equal, in q4_K (rows of
+ * 144 bytes: 16-byte copies) and q6_K (rows of 210: 2-byte ones). */
+static void mma_staging(const char *dir)
+{
+    static const uint32_t types[] = {BG_TYPE_Q4_K, BG_TYPE_Q6_K};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        char path[512];
+        brigade_error err;
+        brigade_model *m = synth_model(path, dir, "staging", "tiny-qwen35moe", types[i], 7);
+        if (!m)
+            return;
+        float *plain = prompt_logits(m, "0", &err);
+        CHECK(plain, "unstaged %s: %s", brigade_type_name(types[i]), err.message);
+        float *staged = prompt_logits(m, NULL, &err);
+        CHECK(staged, "staged %s: %s", brigade_type_name(types[i]), err.message);
+        const size_t bytes = brigade_model_n_vocab(m) * sizeof *plain;
+        CHECK(plain && staged && !memcmp(plain, staged, bytes),
+              "staged %s: a prompt's logits differ from those unstaged",
+              brigade_type_name(types[i]));
+        free(plain);
+        free(staged);
+        brigade_model_free(m);
+        remove(path);
+    }
+}
+
 /* Page-locked host memory from the device: a GPU session's 7 buffers that
  * cross, and a logits buffer from the session (released through the
  * device, also after the session); on the CPU plain memory. The logits in
@@ -875,10 +929,11 @@ int main(void)
     decode_kernels(dir, BG_TYPE_Q4_K, 26);
     timeline(dir);
     prefetch(dir);
+    mma_staging(dir);
     rmdir(dir);
     return check_summary("test_gpu_device");
 #else
-    (void)decode_kernels, (void)timeline, (void)prefetch; /* the device's kernels only */
+    (void)decode_kernels, (void)timeline, (void)prefetch, (void)mma_staging; /* the device's */
     bg_gpu_api_override(&mock);
     /* The stand-in's arithmetic is the CPU reference's up to summation
      * order, the SIMD kernels' roundings and f16 V accumulation: float

@@ -22,6 +22,7 @@ bool bg_pdl = false;
 bool bg_prefetch = false;
 bool bg_debug = false;
 bool bg_mma = false;
+bool bg_mma_stage = true;
 // Whether a kernel's last block may finish the work after it (the tails,
 // and a decode step's attention and DeltaNet in one launch each): off with
 // BRIGADE_CUDA_FUSE=0, which runs that work as launches of its own, for
@@ -355,12 +356,13 @@ static int gpu_init(int device, bg_gpu **out, char *desc, size_t desc_cap, char 
     bg_prefetch = bg_pdl && !env_zero("BRIGADE_CUDA_PREFETCH");
     const bool mma_wanted = prop.major >= 8 && !env_zero("BRIGADE_CUDA_MMA");
     bg_mma = mma_wanted && bg_cuda_mma_works(g->stream);
+    bg_mma_stage = !env_zero("BRIGADE_CUDA_MMA_STAGE");
     snprintf(desc, desc_cap, "%s (sm_%d%d, %.1f GiB%s%s%s%s)", prop.name, prop.major, prop.minor,
              prop.totalGlobalMem / 1073741824.0,
              bg_pdl ? bg_prefetch ? ", programmatic dependent launch, L2 prefetch"
                                   : ", programmatic dependent launch"
                     : "",
-             bg_mma        ? ", int8 tensor cores"
+             bg_mma        ? bg_mma_stage ? ", int8 tensor cores, staged" : ", int8 tensor cores"
              : mma_wanted ? ", int8 tensor cores off: their check failed"
                           : "",
              bg_debug ? ", debug: each launch waited for" : "",

@@ -251,6 +251,9 @@ extern bool bg_debug;
 // (matmul.cu: the instruction's fragments laid out as the kernels assume)
 // is false; backend.cu decides at init.
 extern bool bg_mma;
+// The tensor cores' products through shared memory (products.cuh,
+// bg_mma_rows_staged), unless BRIGADE_CUDA_MMA_STAGE=0.
+extern bool bg_mma_stage;
 bool bg_cuda_mma_works(cudaStream_t stream);
 
 // After a kernel launch.

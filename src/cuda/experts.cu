@@ -244,28 +244,33 @@ __global__ void __launch_bounds__(MM_WARPS * 32, TAIL == TAIL_NONE ? 1 : EG_TAIL
 // 8 EG_MMA_NG of its row's slots (16: prefill's average with 512 tokens
 // and 8 of 256 experts).
 enum { EG_MMA_NG = 2, EG_MMA_TILE = 8 * EG_MMA_NG };
-template <int T, int NR>
+template <int T, int NR, bool STAGED>
 __global__ void __launch_bounds__(MM_WARPS * 32) k_expert_group_mma(const bg_egroup p)
 {
     BG_KERNEL_ENTRY();
+    BG_DYNAMIC_SHARED(uint4, stage);
     const int32_t *n_active = p.groups + p.n_expert + 1;
     const bg_eg_row row = bg_eg_row_of(p);
     const uint64_t o0 = bg_mma_first_row(blockIdx.x);
-    if ((!row.shared && (int32_t)row.rank >= *n_active) || o0 >= p.n_out)
+    if ((!row.shared && (int32_t)row.rank >= *n_active) ||
+        !bg_mma_block_has_rows<STAGED>(o0, p.n_out))
         return;
     const bg_expert_pick pick = bg_pick_expert<EG_MMA_TILE>(p, row);
     const uint64_t qs = bg_code_row_bytes(p.n_in);
     for (int32_t i0 = pick.first; i0 < pick.end; i0 += pick.step) {
         const int nt = pick.end - i0 < EG_MMA_TILE ? pick.end - i0 : EG_MMA_TILE;
-        bg_mma_rows<T, NR, EG_MMA_NG>(
-            pick.w, o0, p.n_out, p.n_in, nt,
-            [&](int i) {
-                return p.xq +
-                       bg_egroup_xrow(pick.listed_slot(i0 + i), p.n_routed, p.x_div) * qs;
-            },
-            [&](int i, uint64_t o, float v) {
-                p.y[(size_t)pick.listed_slot(i0 + i) * p.ys + o] = v;
-            });
+        const auto xrow = [&](int i) {
+            return p.xq + bg_egroup_xrow(pick.listed_slot(i0 + i), p.n_routed, p.x_div) * qs;
+        };
+        const auto out = [&](int i, uint64_t o, float v) {
+            p.y[(size_t)pick.listed_slot(i0 + i) * p.ys + o] = v;
+        };
+        if constexpr (STAGED)
+            bg_mma_rows_staged<T, NR, EG_MMA_NG>((uint8_t *)stage, pick.w,
+                                                 o0 - threadIdx.x / 32 * 16, p.n_out, p.n_in,
+                                                 nt, xrow, qs, out);
+        else
+            bg_mma_rows<T, NR, EG_MMA_NG>(pick.w, o0, p.n_out, p.n_in, nt, xrow, out);
     }
 }
 
@@ -310,9 +315,12 @@ static bool launch_expert_group(bg_gpu *g, uint32_t blocks, bg_egroup p, bool lo
 {
     if constexpr (bg_int_path<T>::on) {
         if (!lone && p.xq && bg_mma && p.tail.kind == TAIL_NONE) {
-            const uint32_t rows = eg_block_rows(p, EG_MMA_TILE, false);
-            BG_LAUNCH(dim3(mma_blocks(p.n_out), rows), MM_WARPS * 32, 0, g->stream,
-                      k_expert_group_mma<T, NR>)(p);
+            const dim3 grid(mma_blocks(p.n_out), eg_block_rows(p, EG_MMA_TILE, false));
+            if (const uint32_t shared = mma_stage_bytes(T, NR, EG_MMA_NG))
+                BG_LAUNCH(grid, MM_WARPS * 32, shared, g->stream,
+                          k_expert_group_mma<T, NR, true>)(p);
+            else
+                BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_expert_group_mma<T, NR, false>)(p);
             return false;
         }
         if (coding || p.xq) {

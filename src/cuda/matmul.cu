@@ -165,15 +165,17 @@ __global__ void __launch_bounds__(MM_WARPS * 32, MM_TAIL_BLOCKS)
 }
 
 // k_matmul's integer path on the tensor cores (more than MM_TOK tokens, no
-// tail): a warp 16 rows.
-template <int T, int NR>
+// tail): a warp 16 rows (STAGED: through shared memory, mma_stage_bytes).
+template <int T, int NR, bool STAGED>
 __global__ void __launch_bounds__(MM_WARPS * 32) k_matmul_mma(const bg_mm m)
 {
     BG_KERNEL_ENTRY();
+    BG_DYNAMIC_SHARED(uint4, stage);
     const uint64_t o0 = bg_mma_first_row(blockIdx.x);
     const uint8_t *const w[2] = {m.w0, m.w1};
-    if (o0 < m.n_out)
-        bg_mma_tokens<T, NR>(w, o0, m.n_out, m.n_in, m.xq, m.n_tok, m.y, m.ys);
+    if (bg_mma_block_has_rows<STAGED>(o0, m.n_out))
+        bg_mma_tokens<T, NR, STAGED>((uint8_t *)stage, w, o0, m.n_out, m.n_in, m.xq, m.n_tok,
+                                     m.y, m.ys);
 }
 
 static dim3 mm_grid(uint64_t n_out, uint32_t n_tok, int lanes)
@@ -204,8 +206,12 @@ static bool launch_matmul(bg_gpu *g, dim3 grid, const bg_mm &m, const bg_tail &t
     if constexpr (bg_int_path<T>::on) {
         if (m.xq) {
             if (tail.kind == TAIL_NONE && mma_on(m.n_tok)) {
-                BG_LAUNCH(dim3(mma_blocks(m.n_out), mma_tiles(m.n_tok)), MM_WARPS * 32, 0,
-                          g->stream, k_matmul_mma<T, NR>)(m);
+                const dim3 grid(mma_blocks(m.n_out), mma_tiles(m.n_tok));
+                if (const uint32_t shared = mma_stage_bytes(T, NR, MMA_NG))
+                    BG_LAUNCH(grid, MM_WARPS * 32, shared, g->stream,
+                              k_matmul_mma<T, NR, true>)(m);
+                else
+                    BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul_mma<T, NR, false>)(m);
                 return false;
             }
             if constexpr (NR == 1)
@@ -273,18 +279,6 @@ static int matmul(bg_gpu *g, uint32_t type, const void *w0, const void *w1, uint
 
 // ---------------------------------------------- several products, one input
 
-// The bytes of a row of n_in weights of type `type` (0: a type without a
-// kernel).
-static uint64_t row_bytes_of(uint32_t type, uint64_t n_in)
-{
-    uint64_t rb = 0;
-    bool ok;
-#define RB(T) (rb = bg_row_bytes<T>(n_in))
-    BG_DISPATCH(type, ok, RB);
-#undef RB
-    return ok ? rb : 0;
-}
-
 // The products of one launch: block ranges, weights and outputs of each.
 struct bg_multi {
     const uint8_t *w[BG_GPU_MAX_PROJ];
@@ -336,18 +330,23 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
     }
 }
 
-// k_matmul_multi on the tensor cores (first_block counts MMA_ROWS a block).
+// k_matmul_multi on the tensor cores (first_block counts MMA_ROWS a block;
+// STAGED: through shared memory, the largest mma_stage_bytes of the types).
+template <bool STAGED>
 __global__ void __launch_bounds__(MM_WARPS * 32)
     k_matmul_multi_mma(bg_multi m, uint64_t n_in, const uint8_t *xq, uint32_t n_tok)
 {
     BG_KERNEL_ENTRY();
+    BG_DYNAMIC_SHARED(uint4, stage);
     const uint32_t k = bg_multi_product(m);
     const uint64_t o0 = bg_mma_first_row(blockIdx.x - m.first_block[k]);
-    if (o0 >= m.n_out[k])
+    if (!bg_mma_block_has_rows<STAGED>(o0, m.n_out[k]))
         return;
     const uint8_t *const w[1] = {m.w[k]};
     switch (m.type[k]) {
-#define ROWS(T) bg_mma_tokens<T, 1>(w, o0, m.n_out[k], n_in, xq, n_tok, m.y[k], m.ys[k])
+#define ROWS(T)                                                                                \
+    bg_mma_tokens<T, 1, STAGED>((uint8_t *)stage, w, o0, m.n_out[k], n_in, xq, n_tok, m.y[k],  \
+                                m.ys[k])
 #define CASE(T) case T: ROWS(T); break;
         BG_INT_TYPES(CASE)
 #undef CASE
@@ -401,9 +400,20 @@ extern "C" int bg_cuda_matmul_multi(bg_gpu *g, const bg_gpu_proj *proj, uint32_t
     m.prefetch = bg_prefetch && !mma;
     const uint32_t groups = (n_tok + MM_TOK - 1) / MM_TOK;
     const dim3 grid(blocks, groups > 65535 ? 65535 : groups);
-    if (mma)
+    // staged where every type can be: the largest type's shared memory
+    bool staged = mma;
+    uint32_t shared = 0;
+    for (uint32_t k = 0; k < n_proj && staged; k++) {
+        const uint32_t b = mma_stage_bytes(proj[k].type, 1, MMA_NG);
+        staged = b != 0;
+        shared = b > shared ? b : shared;
+    }
+    if (staged)
+        BG_LAUNCH(dim3(blocks, mma_tiles(n_tok)), MM_WARPS * 32, shared, g->stream,
+                  k_matmul_multi_mma<true>)(m, n_in, xq, n_tok);
+    else if (mma)
         BG_LAUNCH(dim3(blocks, mma_tiles(n_tok)), MM_WARPS * 32, 0, g->stream,
-                  k_matmul_multi_mma)(m, n_in, xq, n_tok);
+                  k_matmul_multi_mma<false>)(m, n_in, xq, n_tok);
     else if (n_tok == 1)
         BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul_multi<1>)(m, n_in, xq, n_tok);
     else

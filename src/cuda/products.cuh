@@ -550,6 +550,89 @@ __device__ __forceinline__ void bg_mma_s8(int d[4], int a_lo, int a_hi, int b)
 
 enum { MMA_ROWS = 16 * MM_WARPS, MMA_NG = 4 };
 
+// Chunk c of bg_mma_rows' products: the weight words and scales of rows
+// g and g + 8 (rows[r][0], rows[r][1]), token g's codes of each group of
+// 8 (xb[j]), and the scales of tokens 2q and 2q + 1 (xd[j][t], at xn
+// bytes past the codes) into acc.
+template <int T, int NR, int NG>
+__device__ __forceinline__ void bg_mma_chunk(const uint8_t *const (&rows)[NR][2],
+                                             const uint8_t *const (&xb)[NG],
+                                             const uint8_t *const (&xd)[NG][2], uint64_t c,
+                                             uint64_t xn, float (&acc)[NR][NG][4])
+{
+    const int q = (int)(threadIdx.x % 4);
+    int a[NR][2][2]; // [matrix][half of the chunk][row g, row g + 8]
+    float s0[NR][2], s1[NR][2], m[NR][2];
+#pragma unroll
+    for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            a[r][0][h] = bg_int_word<T>(rows[r][h], c, q);
+            a[r][1][h] = bg_int_word<T>(rows[r][h], c, q + 4);
+            bg_int_scales<T>(rows[r][h], c, &s0[r][h], &s1[r][h], &m[r][h]);
+        }
+#pragma unroll
+    for (int j = 0; j < NG; j++) {
+        const uint32_t *bw = BG_ALIGNED(const uint32_t *, xb[j] + c * 32);
+        const int b0 = (int)bw[q], b1 = (int)bw[q + 4];
+        // the codes' sums of tokens 2q and 2q + 1, for the mins: a
+        // matrix of ones times the tokens' codes puts each token's sum
+        // in every row, where D's layout gives this lane those two
+        float as[2] = {0.0f, 0.0f};
+        if constexpr (bg_int_min<T>::on) {
+            int sum[4];
+            bg_mma_s8(sum, 0x01010101, 0x01010101, b0);
+            bg_mma_s8_add(sum, 0x01010101, 0x01010101, b1);
+            as[0] = (float)sum[0], as[1] = (float)sum[1];
+        }
+        const float da[2] = {((const float *)(xd[j][0] + xn))[c],
+                             ((const float *)(xd[j][1] + xn))[c]};
+#pragma unroll
+        for (int r = 0; r < NR; r++) {
+            // one scale: the second half's sums onto the first's
+            int i0[4], i1[4] = {0, 0, 0, 0};
+            bg_mma_s8(i0, a[r][0][0], a[r][0][1], b0);
+            if constexpr (bg_int_one_scale<T>::on)
+                bg_mma_s8_add(i0, a[r][1][0], a[r][1][1], b1);
+            else
+                bg_mma_s8(i1, a[r][1][0], a[r][1][1], b1);
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int h = e / 2, t = e % 2;
+                acc[r][j][e] += da[t] * bg_chunk_value<T>(i0[e], i1[e], s0[r][h], s1[r][h],
+                                                          m[r][h], as[t]);
+            }
+        }
+    }
+}
+
+// A tile's accumulators zeroed; its rows' values out (bg_mma_rows' out).
+template <int NR, int NG> __device__ __forceinline__ void bg_mma_zero(float (&acc)[NR][NG][4])
+{
+#pragma unroll
+    for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int j = 0; j < NG; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                acc[r][j][e] = 0.0f;
+}
+template <int NR, int NG, typename Out>
+__device__ __forceinline__ void bg_mma_out(const float (&acc)[NR][NG][4], const uint64_t (&o)[2],
+                                           uint64_t n_out, int nt, Out out)
+{
+    const int q = (int)(threadIdx.x % 4);
+#pragma unroll
+    for (int j = 0; j < NG; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int i = 8 * j + 2 * q + e % 2;
+            if (o[e / 2] < n_out && i < nt)
+                out(i, o[e / 2],
+                    NR == 2 ? bg_silu(acc[0][j][e]) * acc[NR - 1][j][e] : acc[0][j][e]);
+        }
+}
+
 // Rows o0 .. o0 + 15 of the NR matrices w (rows past n_out read the last
 // row and are not stored) against tokens 0 .. nt - 1 of a tile (0 < nt <=
 // 8 NG): token i's coded row at xq_row(i); out(i, o, v) stores row o's
@@ -578,83 +661,190 @@ __device__ __forceinline__ void bg_mma_rows(const uint8_t *const w[NR], uint64_t
         xd[j][1] = xq_row(id + 1 < nt ? id + 1 : nt - 1);
     }
     float acc[NR][NG][4];
+    bg_mma_zero<NR, NG>(acc);
+    const uint64_t n_chunks = n_in / 32;
+    for (uint64_t c = 0; c < n_chunks; c++)
+        bg_mma_chunk<T, NR, NG>(rows, xb, xd, c, n_in, acc);
+    bg_mma_out<NR, NG>(acc, o, n_out, nt, out);
+}
+
+// ------------------------------- the tensor cores' products, staged
+//
+// bg_mma_rows reads its words straight from memory: four bytes of 16 rows
+// (or 8 tokens) a load, each warp its own, every warp of a block the same
+// tokens' codes again. bg_mma_rows_staged has the block's threads copy
+// the block's 64 rows and the tile's tokens, 256 codes (MMA_SEG chunks) at
+// a time, into shared memory with wide copies that run while the thread
+// goes on (cp.async, sm_80 and later), and its warps read them there with
+// the same arithmetic in the same order (BRIGADE_CUDA_MMA_STAGE=0: the
+// unstaged kernels).
+enum { MMA_SEG = 8 };
+// A staged row of seg bytes (the row bytes of MMA_SEG chunks): the span
+// copied, whole units of up to 16 bytes around it (at most 30 bytes more),
+// keeps its address modulo 16, so a block format's words lie as aligned
+// as in memory.
+__host__ __device__ constexpr uint32_t bg_mma_stage_stride(uint64_t seg)
+{
+    return (uint32_t)((seg + 30 + 15) / 16 * 16);
+}
+// A token's codes and scales of a segment (MMA_SEG * 32 + MMA_SEG * 4
+// bytes), at its row's address modulo 16.
+enum { MMA_STAGE_TOKEN = (MMA_SEG * 36 + 15 + 15) / 16 * 16 };
+// Shared bytes of a block: NR matrices' MMA_ROWS rows (seg: a segment's
+// row bytes), 8 NG tokens' codes, and the tokens' row addresses.
+__host__ __device__ constexpr uint32_t bg_mma_stage_bytes(uint64_t seg, int nr, int ng)
+{
+    return (uint32_t)nr * MMA_ROWS * bg_mma_stage_stride(seg) + 8u * ng * MMA_STAGE_TOKEN +
+           8u * ng * (uint32_t)sizeof(void *);
+}
+
+// One unit of u bytes (16, 8, 4: cp.async, left in flight until
+// bg_copies_wait; 2, 1: a load and a store) from src to shared dst, both
+// aligned to u.
+__device__ __forceinline__ void bg_copy_unit(uint8_t *dst, const uint8_t *src, uint32_t u)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    if (u == 16)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+    else if (u == 8)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"(src) : "memory");
+    else if (u == 4)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(src) : "memory");
+    else if (u == 2)
+        *(uint16_t *)dst = *(const uint16_t *)src;
+    else
+        *dst = *src;
+#else
+    memcpy(dst, src, u);
+#endif
+}
+// The calling thread's copies done (then a barrier shows them to the block).
+__device__ __forceinline__ void bg_copies_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+// The largest power of two dividing a, at most 16.
+__device__ __forceinline__ uint32_t bg_unit_of(uint64_t a)
+{
+    return (uint32_t)((a | 16) & (~(a | 16) + 1));
+}
+
+// bg_mma_rows for the block's MMA_ROWS rows from ob (warp k: ob + 16 k ..),
+// the codes staged in shared memory (smem: bg_mma_stage_bytes), the token
+// rows xq_row(i) qs bytes apart from one another's. The whole block calls
+// it, every warp, with the same arguments.
+template <int T, int NR, int NG, typename XRow, typename Out>
+__device__ __forceinline__ void bg_mma_rows_staged(uint8_t *smem, const uint8_t *const w[NR],
+                                                   uint64_t ob, uint64_t n_out, uint64_t n_in,
+                                                   int nt, XRow xq_row, uint64_t qs, Out out)
+{
+    constexpr uint64_t seg = bg_fmt<T>::bytes * (MMA_SEG * 32 / bg_fmt<T>::elems);
+    constexpr uint32_t sws = bg_mma_stage_stride(seg); // a staged row's stride
+    uint8_t *const sx = smem + NR * MMA_ROWS * sws;
+    const uint8_t **const tok = (const uint8_t **)(sx + 8 * NG * MMA_STAGE_TOKEN);
+    const uint32_t tid = threadIdx.x, n_threads = blockDim.x;
+    const int g = (int)(tid % 32 / 4), q = (int)(tid % 4);
+    const uint32_t lo = tid / 32 * 16 + g; // the lane's rows in the block: lo, lo + 8
+    const uint64_t rb = bg_row_bytes<T>(n_in), o[2] = {ob + lo, ob + lo + 8};
+    const uint64_t last = n_out - 1;
+    // the rows' alignment: a copy unit that never crosses a row's ends
+    uint64_t wa = rb;
 #pragma unroll
     for (int r = 0; r < NR; r++)
+        wa |= (uint64_t)(uintptr_t)w[r];
+    const uint32_t uw = bg_unit_of(wa);
+    __syncthreads(); // the previous tile's addresses are read
+    for (uint32_t i = tid; i < (uint32_t)nt; i += n_threads)
+        tok[i] = xq_row((int)i);
+    __syncthreads();
+    const uint32_t ux = bg_unit_of((uint64_t)(uintptr_t)tok[0] | qs);
+    // a token's codes at its row's address modulo 16, its scales after them
+    const uint8_t *xb[NG], *xd[NG][2];
 #pragma unroll
-        for (int j = 0; j < NG; j++)
+    for (int j = 0; j < NG; j++) {
+        const int ib = 8 * j + g, id = 8 * j + 2 * q;
+        const int ti[3] = {ib < nt ? ib : nt - 1, id < nt ? id : nt - 1,
+                           id + 1 < nt ? id + 1 : nt - 1};
+        const uint8_t *at[3];
 #pragma unroll
-            for (int e = 0; e < 4; e++)
-                acc[r][j][e] = 0.0f;
+        for (int k = 0; k < 3; k++)
+            at[k] = sx + (uint32_t)ti[k] * MMA_STAGE_TOKEN + ((uintptr_t)tok[ti[k]] & 15);
+        xb[j] = at[0], xd[j][0] = at[1], xd[j][1] = at[2];
+    }
+    float acc[NR][NG][4];
+    bg_mma_zero<NR, NG>(acc);
     const uint64_t n_chunks = n_in / 32;
-    for (uint64_t c = 0; c < n_chunks; c++) {
-        int a[NR][2][2]; // [matrix][half of the chunk][row g, row g + 8]
-        float s0[NR][2], s1[NR][2], m[NR][2];
+    for (uint64_t c0 = 0; c0 < n_chunks; c0 += MMA_SEG) {
+        const uint32_t nc = n_chunks - c0 < MMA_SEG ? (uint32_t)(n_chunks - c0) : MMA_SEG;
+        // each row's segment in whole units: from the unit its first byte
+        // is in to the one its last is in (a row's ends are whole units)
+        const uint64_t seg_off = bg_row_bytes<T>(c0 * 32), seg_len = bg_row_bytes<T>(nc * 32);
+        const uint64_t first = seg_off / uw * uw, end = (seg_off + seg_len + uw - 1) / uw * uw;
+        const uint32_t wu = (uint32_t)((end - first) / uw);
+        if (c0)
+            __syncthreads(); // the previous segment is read
+        for (uint32_t k = tid; k < NR * MMA_ROWS * wu; k += n_threads) {
+            const uint32_t row = k / wu, r = row / MMA_ROWS, i = row % MMA_ROWS;
+            const uint64_t oi = ob + i < n_out ? ob + i : last;
+            const uint8_t *src = w[r] + oi * rb + first;
+            bg_copy_unit(smem + row * sws + ((uintptr_t)src & 15) + (k % wu) * uw,
+                         src + (k % wu) * uw, uw);
+        }
+        // the tokens' codes, then their scales: both start and end on
+        // units (their offsets are multiples of 32, the rows' ends units)
+        const uint32_t cu = nc * 32 / ux, su = nc * 4 / ux, per = cu + su;
+        for (uint32_t k = tid; k < (uint32_t)nt * per; k += n_threads) {
+            const uint32_t i = k / per, j = k % per;
+            const uint8_t *row = tok[i];
+            uint8_t *dst = sx + i * MMA_STAGE_TOKEN + ((uintptr_t)row & 15);
+            if (j < cu)
+                bg_copy_unit(dst + j * ux, row + c0 * 32 + j * ux, ux);
+            else
+                bg_copy_unit(dst + nc * 32 + (j - cu) * ux, row + n_in + c0 * 4 + (j - cu) * ux,
+                             ux);
+        }
+        bg_copies_wait();
+        __syncthreads();
+        const uint8_t *rows[NR][2];
 #pragma unroll
         for (int r = 0; r < NR; r++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                a[r][0][h] = bg_int_word<T>(rows[r][h], c, q);
-                a[r][1][h] = bg_int_word<T>(rows[r][h], c, q + 4);
-                bg_int_scales<T>(rows[r][h], c, &s0[r][h], &s1[r][h], &m[r][h]);
+                const uint32_t i = lo + 8 * h;
+                const uint64_t oi = ob + i < n_out ? ob + i : last;
+                const uint8_t *src = w[r] + oi * rb + first;
+                rows[r][h] = smem + (r * MMA_ROWS + i) * sws + ((uintptr_t)src & 15) +
+                             (seg_off - first);
             }
-#pragma unroll
-        for (int j = 0; j < NG; j++) {
-            const uint32_t *bw = BG_ALIGNED(const uint32_t *, xb[j] + c * 32);
-            const int b0 = (int)bw[q], b1 = (int)bw[q + 4];
-            // the codes' sums of tokens 2q and 2q + 1, for the mins: a
-            // matrix of ones times the tokens' codes puts each token's sum
-            // in every row, where D's layout gives this lane those two
-            float as[2] = {0.0f, 0.0f};
-            if constexpr (bg_int_min<T>::on) {
-                int sum[4];
-                bg_mma_s8(sum, 0x01010101, 0x01010101, b0);
-                bg_mma_s8_add(sum, 0x01010101, 0x01010101, b1);
-                as[0] = (float)sum[0], as[1] = (float)sum[1];
-            }
-            const float da[2] = {((const float *)(xd[j][0] + n_in))[c],
-                                 ((const float *)(xd[j][1] + n_in))[c]};
-#pragma unroll
-            for (int r = 0; r < NR; r++) {
-                // one scale: the second half's sums onto the first's
-                int i0[4], i1[4] = {0, 0, 0, 0};
-                bg_mma_s8(i0, a[r][0][0], a[r][0][1], b0);
-                if constexpr (bg_int_one_scale<T>::on)
-                    bg_mma_s8_add(i0, a[r][1][0], a[r][1][1], b1);
-                else
-                    bg_mma_s8(i1, a[r][1][0], a[r][1][1], b1);
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int h = e / 2, t = e % 2;
-                    acc[r][j][e] += da[t] * bg_chunk_value<T>(i0[e], i1[e], s0[r][h], s1[r][h],
-                                                              m[r][h], as[t]);
-                }
-            }
-        }
+        for (uint32_t c = 0; c < nc; c++)
+            bg_mma_chunk<T, NR, NG>(rows, xb, xd, c, nc * 32, acc);
     }
-#pragma unroll
-    for (int j = 0; j < NG; j++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int i = 8 * j + 2 * q + e % 2;
-            if (o[e / 2] < n_out && i < nt)
-                out(i, o[e / 2],
-                    NR == 2 ? bg_silu(acc[0][j][e]) * acc[NR - 1][j][e] : acc[0][j][e]);
-        }
+    bg_mma_out<NR, NG>(acc, o, n_out, nt, out);
 }
 
 // Rows o0 .. o0 + 15 of w (NR matrices) against n_tok tokens coded in xq,
-// tiles of 8 MMA_NG tokens from blockIdx.y on, into y (stride ys).
-template <int T, int NR>
-__device__ __forceinline__ void bg_mma_tokens(const uint8_t *const w[NR], uint64_t o0,
-                                              uint64_t n_out, uint64_t n_in, const uint8_t *xq,
-                                              uint32_t n_tok, float *y, size_t ys)
+// tiles of 8 MMA_NG tokens from blockIdx.y on, into y (stride ys). STAGED:
+// the block's rows from its first (o0 of warp 0) through shared memory
+// smem, the block's warps all calling it (bg_mma_rows_staged).
+template <int T, int NR, bool STAGED>
+__device__ __forceinline__ void bg_mma_tokens(uint8_t *smem, const uint8_t *const w[NR],
+                                              uint64_t o0, uint64_t n_out, uint64_t n_in,
+                                              const uint8_t *xq, uint32_t n_tok, float *y,
+                                              size_t ys)
 {
     const uint64_t qs = bg_code_row_bytes(n_in);
     for (uint32_t t0 = blockIdx.y * 8 * MMA_NG; t0 < n_tok; t0 += gridDim.y * 8 * MMA_NG) {
         const int nt = n_tok - t0 < 8 * MMA_NG ? (int)(n_tok - t0) : 8 * MMA_NG;
-        bg_mma_rows<T, NR, MMA_NG>(
-            w, o0, n_out, n_in, nt, [&](int i) { return xq + (size_t)(t0 + i) * qs; },
-            [&](int i, uint64_t o, float v) { y[(size_t)(t0 + i) * ys + o] = v; });
+        const auto xrow = [&](int i) { return xq + (size_t)(t0 + i) * qs; };
+        const auto out = [&](int i, uint64_t o, float v) { y[(size_t)(t0 + i) * ys + o] = v; };
+        if constexpr (STAGED)
+            bg_mma_rows_staged<T, NR, MMA_NG>(smem, w, o0 - threadIdx.x / 32 * 16, n_out, n_in,
+                                              nt, xrow, qs, out);
+        else
+            bg_mma_rows<T, NR, MMA_NG>(w, o0, n_out, n_in, nt, xrow, out);
     }
 }
 
@@ -662,6 +852,14 @@ __device__ __forceinline__ void bg_mma_tokens(const uint8_t *const w[NR], uint64
 __device__ __forceinline__ uint64_t bg_mma_first_row(uint32_t block)
 {
     return (uint64_t)block * MMA_ROWS + threadIdx.x / 32 * 16;
+}
+
+// Whether the calling warp takes part, its first row o0 of n_out: staged,
+// every warp of a block with a row does (it copies rows for the others).
+template <bool STAGED>
+__device__ __forceinline__ bool bg_mma_block_has_rows(uint64_t o0, uint64_t n_out)
+{
+    return (STAGED ? o0 - threadIdx.x / 32 * 16 : o0) < n_out;
 }
 
 // ---------------------------------------------- the float path
@@ -1034,6 +1232,28 @@ static inline bool mma_on(uint32_t n_tok) { return bg_mma && n_tok > MM_TOK; }
 static inline uint32_t mma_blocks(uint64_t n_out)
 {
     return (uint32_t)((n_out + MMA_ROWS - 1) / MMA_ROWS);
+}
+// The bytes of a row of n_in weights of type `type` (0: a type without a
+// kernel).
+static inline uint64_t row_bytes_of(uint32_t type, uint64_t n_in)
+{
+    uint64_t rb = 0;
+    bool ok;
+#define RB(T) (rb = bg_row_bytes<T>(n_in))
+    BG_DISPATCH(type, ok, RB);
+#undef RB
+    return ok ? rb : 0;
+}
+
+// The shared memory of a staged tensor-core block (bg_mma_rows_staged) for
+// nr matrices of `type` and tiles of 8 ng tokens; 0: unstaged
+// (BRIGADE_CUDA_MMA_STAGE=0, or more than the 48 KiB a block gets without
+// asking).
+static inline uint32_t mma_stage_bytes(uint32_t type, int nr, int ng)
+{
+    const uint64_t seg = row_bytes_of(type, MMA_SEG * 32);
+    const uint32_t bytes = bg_mma_stage_bytes(seg, nr, ng);
+    return bg_mma_stage && seg && bytes <= 48 * 1024 ? bytes : 0;
 }
 static inline uint32_t mma_tiles(uint32_t n_tok)
 {
