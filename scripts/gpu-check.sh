@@ -61,6 +61,7 @@ if [ -n "${EMU:-}" ]; then
     CAP=emu GPU="none: CUDA emulation (dry run of this script)"
     TYPES=${EMU_TYPES:-f32 q8_0 q4_k}
     LIMIT=${EMU_LIMIT:-0} # the slices are minutes each on the emulation
+    DEADLINE=${EMU_DEADLINE:-900} # its kernel and session checks take 6 minutes
     PP=16 TG=4 # each emulated thread is a fiber: benches stay small
 else
     CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')

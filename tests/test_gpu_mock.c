@@ -610,20 +610,29 @@ static void decode_kernels(const char *dir, uint32_t type, uint32_t want)
     remove(path);
 }
 
-/* The last step's logits of 24 decode steps after a 3-token prompt (NULL
- * on an error); with timeline set, under BRIGADE_CUDA_TIMELINE=timeline. */
-static float *decode_steps(const brigade_model *m, const char *timeline, brigade_error *err)
+/* The logits after a prompt of n_prompt tokens (5, 6, ...) in micro-batches
+ * of n_ubatch, then n_decode decode steps (8, 9, ...; the last one's), in a
+ * session made with the environment variable env set to value (env NULL:
+ * none); NULL on an error. */
+static float *session_logits(const brigade_model *m, const char *env, const char *value,
+                             int n_prompt, int n_decode, uint32_t n_ubatch, brigade_error *err)
 {
-    brigade_session_options o = {.n_ctx = 32, .n_threads = 2, .n_ubatch = 8, .n_gpu_layers = 99};
-    if (timeline)
-        setenv("BRIGADE_CUDA_TIMELINE", timeline, 1);
+    brigade_session_options o = {.n_ctx = 64, .n_threads = 2, .n_ubatch = n_ubatch,
+                                 .n_gpu_layers = 99};
+    if (env)
+        setenv(env, value, 1);
     brigade_session *s = NULL;
     brigade_status st = brigade_session_new(m, &o, &s, err);
-    unsetenv("BRIGADE_CUDA_TIMELINE");
+    if (env)
+        unsetenv(env);
     float *logits = st ? NULL : malloc(brigade_model_n_vocab(m) * sizeof *logits);
-    int32_t prompt[3] = {5, 6, 7};
-    st = st ? st : !logits ? BRIGADE_ERR_NOMEM : brigade_session_eval(s, prompt, 3, false, NULL, err);
-    for (int i = 0; i < 24 && !st; i++) {
+    int32_t prompt[48];
+    for (int i = 0; i < n_prompt && i < 48; i++)
+        prompt[i] = 5 + i;
+    st = st       ? st
+         : logits ? brigade_session_eval(s, prompt, n_prompt, false, n_decode ? NULL : logits, err)
+                  : BRIGADE_ERR_NOMEM;
+    for (int i = 0; i < n_decode && !st; i++) {
         const int32_t tok = 8 + i;
         st = brigade_session_eval(s, &tok, 1, false, logits, err);
     }
@@ -648,9 +657,10 @@ static void timeline(const char *dir)
         return;
     snprintf(file, sizeof file, "%s/timeline.md", dir);
     remove(file);
-    float *plain = decode_steps(m, NULL, &err);
+    /* a 3-token prompt, then 24 decode steps (graphs replayed) */
+    float *plain = session_logits(m, NULL, NULL, 3, 24, 8, &err);
     CHECK(plain, "timeline, without: %s", err.message);
-    float *timed = decode_steps(m, file, &err);
+    float *timed = session_logits(m, "BRIGADE_CUDA_TIMELINE", file, 3, 24, 8, &err);
     CHECK(timed, "timeline: %s", err.message);
     const uint32_t V = brigade_model_n_vocab(m);
     CHECK(plain && timed && !memcmp(plain, timed, V * sizeof *timed),
@@ -747,11 +757,9 @@ static void prefetch(const char *dir)
     brigade_model *m = synth_model(path, dir, "prefetch", "tiny-qwen35moe", BG_TYPE_Q4_K, 6);
     if (!m)
         return;
-    setenv("BRIGADE_CUDA_PREFETCH", "0", 1);
-    float *off = decode_steps(m, NULL, &err);
+    float *off = session_logits(m, "BRIGADE_CUDA_PREFETCH", "0", 3, 24, 8, &err);
     CHECK(off, "prefetch off: %s", err.message);
-    unsetenv("BRIGADE_CUDA_PREFETCH");
-    float *on = decode_steps(m, NULL, &err);
+    float *on = session_logits(m, NULL, NULL, 3, 24, 8, &err);
     CHECK(on, "prefetch: %s", err.message);
     CHECK(off && on && !memcmp(off, on, brigade_model_n_vocab(m) * sizeof *on),
           "prefetch: the logits differ from those with it off");
@@ -791,32 +799,6 @@ static void prefetch(const char *dir)
     remove(path);
 }
 
-/* The logits of a 40-token prompt in one micro-batch (prefill: the integer
- * products on the tensor cores), BRIGADE_CUDA_MMA_STAGE set to stage
- * (NULL: unset); NULL on an error. */
-static float *prompt_logits(const brigade_model *m, const char *stage, brigade_error *err)
-{
-    brigade_session_options o = {.n_ctx = 64, .n_threads = 2, .n_ubatch = 64, .n_gpu_layers = 99};
-    if (stage)
-        setenv("BRIGADE_CUDA_MMA_STAGE", stage, 1);
-    brigade_session *s = NULL;
-    brigade_status st = brigade_session_new(m, &o, &s, err);
-    unsetenv("BRIGADE_CUDA_MMA_STAGE");
-    float *logits = st ? NULL : malloc(brigade_model_n_vocab(m) * sizeof *logits);
-    int32_t prompt[40];
-    for (int i = 0; i < 40; i++)
-        prompt[i] = 5 + 3 * i;
-    st = st       ? st
-         : logits ? brigade_session_eval(s, prompt, 40, false, logits, err)
-                  : BRIGADE_ERR_NOMEM;
-    brigade_session_free(s);
-    if (st) {
-        free(logits);
-        return NULL;
-    }
-    return logits;
-}
-
 /* BRIGADE_CUDA_MMA_STAGE: the tensor cores' products staged through shared
  * memory (the default) do the same arithmetic in the same order as read
  * straight from memory: a prompt's logits bitwise equal, in q4_K (rows of
@@ -830,9 +812,11 @@ static void mma_staging(const char *dir)
         brigade_model *m = synth_model(path, dir, "staging", "tiny-qwen35moe", types[i], 7);
         if (!m)
             return;
-        float *plain = prompt_logits(m, "0", &err);
+        /* 40 tokens in one micro-batch: the integer products on the
+         * tensor cores, 80 expert slots on 8 experts */
+        float *plain = session_logits(m, "BRIGADE_CUDA_MMA_STAGE", "0", 40, 0, 64, &err);
         CHECK(plain, "unstaged %s: %s", brigade_type_name(types[i]), err.message);
-        float *staged = prompt_logits(m, NULL, &err);
+        float *staged = session_logits(m, NULL, NULL, 40, 0, 64, &err);
         CHECK(staged, "staged %s: %s", brigade_type_name(types[i]), err.message);
         const size_t bytes = brigade_model_n_vocab(m) * sizeof *plain;
         CHECK(plain && staged && !memcmp(plain, staged, bytes),
