@@ -30,10 +30,12 @@ serve() {
     PID=$!
     PIDS="$PIDS $PID"
     URL=""
-    for i in $(seq 1 200); do
+    # every 5 ms: the health check while loading needs the URL before the
+    # tiny model is in (a few tens of ms)
+    for i in $(seq 1 800); do
         URL=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$T/$name.log" 2>/dev/null)
         [ -n "$URL" ] && break
-        sleep 0.02
+        sleep 0.005
     done
     [ -n "$URL" ] || bad "$name: the server did not start: $(cat "$T/$name.log")"
 }

@@ -88,6 +88,16 @@ static void check_variant(const char *variant, bool required)
 int main(void)
 {
     check_variant("haswell", true);
-    check_variant("icelake", true);
+    /* llama.cpp's AVX-512 build runs only where the CPU has what it was
+     * built for (it stops on an illegal instruction elsewhere); brigade's
+     * AVX-512 kernels are then not run either (bg_kernel_dot_variants
+     * lists what this CPU runs), and the AVX2 ones were checked above */
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vnni"))
+        check_variant("icelake", true);
+    else
+        printf("  icelake: not run: this CPU lacks AVX-512 (F, BW, VL, DQ, VBMI, VNNI), which "
+               "llama.cpp's icelake build needs\n");
     return check_summary("oracle_kernels");
 }

@@ -16,9 +16,9 @@
  * double); an f32 KV cache is attended as llama.cpp does without flash
  * attention (full softmax, then V^T p as f32 dots); every weight format's
  * dot product is bitwise llama.cpp's vec_dot (tests/oracle_kernels.c).
- * Every case lands at NMSE 0 on this machine; the bound leaves room for
- * CPUs where llama.cpp picks another build (its AVX2 build's exp differs
- * from its AVX-512 build's in the last bit). */
+ * Every case lands at NMSE 0 where llama.cpp runs its AVX-512 build; the
+ * bound leaves room for CPUs where it picks another (its AVX2 build's exp
+ * differs from its AVX-512 build's in the last bit; other_build). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +34,15 @@
 enum { N_TOKENS = 64 };
 #define QUANT_NMSE 1e-4
 #define QUANT_ARGMAX 0.98
+
+/* Set where llama.cpp cannot run its AVX-512 build, whose float operations
+ * brigade's follow bit for bit: its AVX2 build's vector exp and f32 dot
+ * order (8 lanes) round otherwise in the last bit, and the random
+ * quantized networks amplify that (measured on an AVX2-only EPYC: up to
+ * 1.05e-4 token by token, 4.4e-5 batched, argmax 96.9%). There the
+ * quantized bounds are 3e-4 and 96%, and a batched row may also reach the
+ * token-by-token bound. */
+static bool other_build;
 
 /* llama.cpp logits for every position; batched = one decode call. */
 static float *oracle_logits(const char *path, const int32_t *tokens, int n, bool batched,
@@ -173,10 +182,12 @@ static void parity_file(const char *preset, const char *type_name, const brigade
             CHECK(own.nmse <= 1e-5, "%s: brigade's batched and token-by-token logits differ by %.3e",
                   what, own.nmse);
         } else {
-            const double bound = 2 * self.nmse + 1e-5;
+            const double spread = 2 * self.nmse + 1e-5;
+            const double bound = other_build && spread < max_nmse ? max_nmse : spread;
             CHECK(bat_tok.nmse <= bound,
-                  "%s: batched, NMSE %.3e vs llama.cpp token by token exceeds 2 x %.3e + 1e-5",
-                  what, bat_tok.nmse, self.nmse);
+                  "%s: batched, NMSE %.3e vs llama.cpp token by token exceeds %.3e (2 x %.3e + "
+                  "1e-5%s)", what, bat_tok.nmse, bound, self.nmse,
+                  other_build ? ", or the token-by-token bound" : "");
         }
         /* batched argmax: min_argmax, or as often as llama.cpp's own modes agree */
         const double bat_argmax = experts_used && self.argmax < min_argmax ? self.argmax : min_argmax;
@@ -260,6 +271,14 @@ static void greedy(const char *preset)
 int main(void)
 {
     oracle_init();
+    other_build = !(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                    __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vnni"));
+    const double quant_nmse = other_build ? 3 * QUANT_NMSE : QUANT_NMSE;
+    const double quant_argmax = other_build ? 0.96 : QUANT_ARGMAX;
+    if (other_build)
+        printf("  this CPU lacks AVX-512: llama.cpp runs its AVX2 build, quantized bounds "
+               "NMSE %.0e, argmax %.0f%%\n", quant_nmse, 100 * quant_argmax);
     const char *presets[] = {"tiny-qwen3moe", "tiny-qwen35moe"};
     /* Float weights with top-k routing (2 of 8 experts). */
     for (int p = 0; p < 2; p++) {
@@ -286,14 +305,14 @@ int main(void)
                  {"q4_K", 12}, {"q5_K", 13}, {"q6_K", 14},   {"iq4_nl", 20}, {"iq4_xs", 23}};
     for (int p = 0; p < 2; p++)
         for (size_t t = 0; t < sizeof quant / sizeof *quant; t++)
-            parity(presets[p], quant[t].name, quant[t].id, 8, 0, QUANT_NMSE, QUANT_ARGMAX);
+            parity(presets[p], quant[t].name, quant[t].id, 8, 0, quant_nmse, quant_argmax);
     /* The mix people download: Q4_K_M's tensor types (Q6_K output, Q6_K
      * for half of ffn_down and attn_v/attn_qkv, Q8_0 attn_k/attn_v for 8
      * experts), as llama.cpp's quantizer assigns them. */
     for (int p = 0; p < 2; p++) {
         brigade_synth_options o = {.preset = presets[p], .seed = 11, .n_experts_used = 8,
                                    .mix = true, .ftype = BRIGADE_FTYPE_Q4_K_M};
-        parity_file(presets[p], "Q4_K_M", &o, 0, QUANT_NMSE, QUANT_ARGMAX);
+        parity_file(presets[p], "Q4_K_M", &o, 0, quant_nmse, quant_argmax);
     }
     greedy("tiny-qwen3moe");
     greedy("tiny-qwen35moe");
