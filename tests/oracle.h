@@ -25,6 +25,17 @@ static inline void oracle_quiet_log(enum ggml_log_level level, const char *text,
         fputs(text, stderr);
 }
 
+/* Whether llama.cpp's icelake (AVX-512) CPU build can run on this CPU: it
+ * was built for AVX-512 F, BW, VL, DQ, VBMI and VNNI and stops on an
+ * illegal instruction without them; ggml then loads its AVX2 build. */
+static inline bool oracle_cpu_runs_icelake(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vnni");
+}
+
 static inline void oracle_init(void)
 {
     llama_log_set(oracle_quiet_log, NULL);

@@ -18,6 +18,7 @@
 #include "check.h"
 #include "ggml-cpu.h"
 #include "kernels.h"
+#include "oracle.h"
 #include "quant.h"
 
 typedef const struct ggml_type_traits_cpu *(*traits_fn)(enum ggml_type);
@@ -92,9 +93,7 @@ int main(void)
      * built for (it stops on an illegal instruction elsewhere); brigade's
      * AVX-512 kernels are then not run either (bg_kernel_dot_variants
      * lists what this CPU runs), and the AVX2 ones were checked above */
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vnni"))
+    if (oracle_cpu_runs_icelake())
         check_variant("icelake", true);
     else
         printf("  icelake: not run: this CPU lacks AVX-512 (F, BW, VL, DQ, VBMI, VNNI), which "

@@ -271,9 +271,7 @@ static void greedy(const char *preset)
 int main(void)
 {
     oracle_init();
-    other_build = !(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                    __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vnni"));
+    other_build = !oracle_cpu_runs_icelake();
     const double quant_nmse = other_build ? 3 * QUANT_NMSE : QUANT_NMSE;
     const double quant_argmax = other_build ? 0.96 : QUANT_ARGMAX;
     if (other_build)

@@ -251,9 +251,9 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_expert_group_mma(const bg_egr
     BG_DYNAMIC_SHARED(uint4, stage);
     const int32_t *n_active = p.groups + p.n_expert + 1;
     const bg_eg_row row = bg_eg_row_of(p);
-    const uint64_t o0 = bg_mma_first_row(blockIdx.x);
+    const uint64_t ob = bg_mma_block_row(blockIdx.x);
     if ((!row.shared && (int32_t)row.rank >= *n_active) ||
-        !bg_mma_block_has_rows<STAGED>(o0, p.n_out))
+        !bg_mma_block_has_rows<STAGED>(ob, p.n_out))
         return;
     const bg_expert_pick pick = bg_pick_expert<EG_MMA_TILE>(p, row);
     const uint64_t qs = bg_code_row_bytes(p.n_in);
@@ -266,11 +266,11 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_expert_group_mma(const bg_egr
             p.y[(size_t)pick.listed_slot(i0 + i) * p.ys + o] = v;
         };
         if constexpr (STAGED)
-            bg_mma_rows_staged<T, NR, EG_MMA_NG>((uint8_t *)stage, pick.w,
-                                                 o0 - threadIdx.x / 32 * 16, p.n_out, p.n_in,
+            bg_mma_rows_staged<T, NR, EG_MMA_NG>((uint8_t *)stage, pick.w, ob, p.n_out, p.n_in,
                                                  nt, xrow, qs, out);
         else
-            bg_mma_rows<T, NR, EG_MMA_NG>(pick.w, o0, p.n_out, p.n_in, nt, xrow, out);
+            bg_mma_rows<T, NR, EG_MMA_NG>(pick.w, bg_mma_warp_row(ob), p.n_out, p.n_in, nt,
+                                          xrow, out);
     }
 }
 

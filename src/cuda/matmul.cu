@@ -171,10 +171,10 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_matmul_mma(const bg_mm m)
 {
     BG_KERNEL_ENTRY();
     BG_DYNAMIC_SHARED(uint4, stage);
-    const uint64_t o0 = bg_mma_first_row(blockIdx.x);
+    const uint64_t ob = bg_mma_block_row(blockIdx.x);
     const uint8_t *const w[2] = {m.w0, m.w1};
-    if (bg_mma_block_has_rows<STAGED>(o0, m.n_out))
-        bg_mma_tokens<T, NR, STAGED>((uint8_t *)stage, w, o0, m.n_out, m.n_in, m.xq, m.n_tok,
+    if (bg_mma_block_has_rows<STAGED>(ob, m.n_out))
+        bg_mma_tokens<T, NR, STAGED>((uint8_t *)stage, w, ob, m.n_out, m.n_in, m.xq, m.n_tok,
                                      m.y, m.ys);
 }
 
@@ -339,13 +339,13 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
     BG_KERNEL_ENTRY();
     BG_DYNAMIC_SHARED(uint4, stage);
     const uint32_t k = bg_multi_product(m);
-    const uint64_t o0 = bg_mma_first_row(blockIdx.x - m.first_block[k]);
-    if (!bg_mma_block_has_rows<STAGED>(o0, m.n_out[k]))
+    const uint64_t ob = bg_mma_block_row(blockIdx.x - m.first_block[k]);
+    if (!bg_mma_block_has_rows<STAGED>(ob, m.n_out[k]))
         return;
     const uint8_t *const w[1] = {m.w[k]};
     switch (m.type[k]) {
 #define ROWS(T)                                                                                \
-    bg_mma_tokens<T, 1, STAGED>((uint8_t *)stage, w, o0, m.n_out[k], n_in, xq, n_tok, m.y[k],  \
+    bg_mma_tokens<T, 1, STAGED>((uint8_t *)stage, w, ob, m.n_out[k], n_in, xq, n_tok, m.y[k],  \
                                 m.ys[k])
 #define CASE(T) case T: ROWS(T); break;
         BG_INT_TYPES(CASE)

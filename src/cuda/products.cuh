@@ -784,14 +784,20 @@ __device__ __forceinline__ void bg_mma_rows_staged(uint8_t *smem, const uint8_t 
         const uint64_t seg_off = bg_row_bytes<T>(c0 * 32), seg_len = bg_row_bytes<T>(nc * 32);
         const uint64_t first = seg_off / uw * uw, end = (seg_off + seg_len + uw - 1) / uw * uw;
         const uint32_t wu = (uint32_t)((end - first) / uw);
+        // the copied span of the block's row i of matrix r (rows past the
+        // end repeat the last), and where it is staged
+        const auto row_src = [&](uint32_t r, uint32_t i) {
+            return w[r] + (ob + i < n_out ? ob + i : last) * rb + first;
+        };
+        const auto row_staged = [&](uint32_t r, uint32_t i, const uint8_t *src) {
+            return smem + (r * MMA_ROWS + i) * sws + ((uintptr_t)src & 15);
+        };
         if (c0)
             __syncthreads(); // the previous segment is read
         for (uint32_t k = tid; k < NR * MMA_ROWS * wu; k += n_threads) {
-            const uint32_t row = k / wu, r = row / MMA_ROWS, i = row % MMA_ROWS;
-            const uint64_t oi = ob + i < n_out ? ob + i : last;
-            const uint8_t *src = w[r] + oi * rb + first;
-            bg_copy_unit(smem + row * sws + ((uintptr_t)src & 15) + (k % wu) * uw,
-                         src + (k % wu) * uw, uw);
+            const uint32_t r = k / wu / MMA_ROWS, i = k / wu % MMA_ROWS;
+            const uint8_t *src = row_src(r, i);
+            bg_copy_unit(row_staged(r, i, src) + (k % wu) * uw, src + (k % wu) * uw, uw);
         }
         // the tokens' codes, then their scales: both start and end on
         // units (their offsets are multiples of 32, the rows' ends units)
@@ -814,10 +820,7 @@ __device__ __forceinline__ void bg_mma_rows_staged(uint8_t *smem, const uint8_t 
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const uint32_t i = lo + 8 * h;
-                const uint64_t oi = ob + i < n_out ? ob + i : last;
-                const uint8_t *src = w[r] + oi * rb + first;
-                rows[r][h] = smem + (r * MMA_ROWS + i) * sws + ((uintptr_t)src & 15) +
-                             (seg_off - first);
+                rows[r][h] = row_staged(r, i, row_src(r, i)) + (seg_off - first);
             }
         for (uint32_t c = 0; c < nc; c++)
             bg_mma_chunk<T, NR, NG>(rows, xb, xd, c, nc * 32, acc);
@@ -825,13 +828,32 @@ __device__ __forceinline__ void bg_mma_rows_staged(uint8_t *smem, const uint8_t 
     bg_mma_out<NR, NG>(acc, o, n_out, nt, out);
 }
 
-// Rows o0 .. o0 + 15 of w (NR matrices) against n_tok tokens coded in xq,
-// tiles of 8 MMA_NG tokens from blockIdx.y on, into y (stride ys). STAGED:
-// the block's rows from its first (o0 of warp 0) through shared memory
-// smem, the block's warps all calling it (bg_mma_rows_staged).
+// The first of a block's MMA_ROWS rows, and of the calling warp's 16.
+__device__ __forceinline__ uint64_t bg_mma_block_row(uint32_t block)
+{
+    return (uint64_t)block * MMA_ROWS;
+}
+__device__ __forceinline__ uint64_t bg_mma_warp_row(uint64_t ob)
+{
+    return ob + threadIdx.x / 32 * 16;
+}
+
+// Whether the calling warp takes part, its block's first row ob of n_out:
+// staged, every warp of a block with a row does (it copies rows for the
+// others).
+template <bool STAGED>
+__device__ __forceinline__ bool bg_mma_block_has_rows(uint64_t ob, uint64_t n_out)
+{
+    return (STAGED ? ob : bg_mma_warp_row(ob)) < n_out;
+}
+
+// The block's rows ob .. ob + MMA_ROWS - 1 of w (NR matrices), 16 a warp,
+// against n_tok tokens coded in xq, tiles of 8 MMA_NG tokens from
+// blockIdx.y on, into y (stride ys). STAGED: through shared memory smem,
+// the block's warps all calling it (bg_mma_rows_staged).
 template <int T, int NR, bool STAGED>
 __device__ __forceinline__ void bg_mma_tokens(uint8_t *smem, const uint8_t *const w[NR],
-                                              uint64_t o0, uint64_t n_out, uint64_t n_in,
+                                              uint64_t ob, uint64_t n_out, uint64_t n_in,
                                               const uint8_t *xq, uint32_t n_tok, float *y,
                                               size_t ys)
 {
@@ -841,26 +863,12 @@ __device__ __forceinline__ void bg_mma_tokens(uint8_t *smem, const uint8_t *cons
         const auto xrow = [&](int i) { return xq + (size_t)(t0 + i) * qs; };
         const auto out = [&](int i, uint64_t o, float v) { y[(size_t)(t0 + i) * ys + o] = v; };
         if constexpr (STAGED)
-            bg_mma_rows_staged<T, NR, MMA_NG>(smem, w, o0 - threadIdx.x / 32 * 16, n_out, n_in,
-                                              nt, xrow, qs, out);
+            bg_mma_rows_staged<T, NR, MMA_NG>(smem, w, ob, n_out, n_in, nt, xrow, qs, out);
         else
-            bg_mma_rows<T, NR, MMA_NG>(w, o0, n_out, n_in, nt, xrow, out);
+            bg_mma_rows<T, NR, MMA_NG>(w, bg_mma_warp_row(ob), n_out, n_in, nt, xrow, out);
     }
 }
 
-// The first row of the calling warp's 16 (MMA_ROWS a block).
-__device__ __forceinline__ uint64_t bg_mma_first_row(uint32_t block)
-{
-    return (uint64_t)block * MMA_ROWS + threadIdx.x / 32 * 16;
-}
-
-// Whether the calling warp takes part, its first row o0 of n_out: staged,
-// every warp of a block with a row does (it copies rows for the others).
-template <bool STAGED>
-__device__ __forceinline__ bool bg_mma_block_has_rows(uint64_t o0, uint64_t n_out)
-{
-    return (STAGED ? o0 - threadIdx.x / 32 * 16 : o0) < n_out;
-}
 
 // ---------------------------------------------- the float path
 
