@@ -22,16 +22,16 @@ trap cleanup EXIT
 "$B" synth "$T/m.gguf" --preset tiny-qwen35moe --type q8_0 --vocab "$V" 2>/dev/null || bad "synth"
 M="$T/m.gguf"
 
-# serve NAME ARGS...: starts a server logging to $T/NAME.log; sets PID and URL.
+# serve NAME ARGS...: starts a server logging to $T/NAME.log, its chat
+# template from $SERVE_TMPL (default $TMPL); sets PID and URL.
 serve() {
     name=$1
     shift
-    "$B" serve -m "$M" --port 0 --chat-template-file "$TMPL" -t 1 "$@" >"$T/$name.log" 2>&1 &
+    "$B" serve -m "$M" --port 0 --chat-template-file "${SERVE_TMPL:-$TMPL}" -t 1 "$@" \
+        >"$T/$name.log" 2>&1 &
     PID=$!
     PIDS="$PIDS $PID"
     URL=""
-    # every 5 ms: the health check while loading needs the URL before the
-    # tiny model is in (a few tens of ms)
     for i in $(seq 1 800); do
         URL=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$T/$name.log" 2>/dev/null)
         [ -n "$URL" ] && break
@@ -77,9 +77,22 @@ expect_code() {
 }
 
 # --- one server, two slots: the API -------------------------------------------
+# The server listens before it loads; its load reads the chat template,
+# here a FIFO that stays without a writer until the checks of the loading
+# state are done, so they see it whatever the machine's speed.
+mkfifo "$T/tmpl.fifo"
+SERVE_TMPL=$T/tmpl.fifo
 serve main -np 2 -c 1024 --metrics --alias tiny
+SERVE_TMPL=
+BODY=$(curl -s -w '\n%{http_code}' "$URL/health")
+CODE=$(printf '%s' "$BODY" | tail -n 1)
+BODY=$(printf '%s' "$BODY" | sed '$d')
+[ "$CODE" = 503 ] && ok || bad "/health while loading: status $CODE, expected 503: $BODY"
+jcheck 'j["error"]["code"] == 503 and j["error"]["message"] == "Loading model"'
+expect_code 503 /v1/chat/completions '{"messages":[{"role":"user","content":"hi"}]}' \
+    'j["error"]["type"] == "unavailable_error"'
+cat "$TMPL" >"$T/tmpl.fifo"
 wait_ready
-printf '%s' "$HEALTH" | grep -q 503 && ok || bad "no 503 from /health while loading: $HEALTH"
 BODY=$(curl -s "$URL/health")
 jcheck 'j["status"] == "ok"'
 BODY=$(curl -s "$URL/v1/models")
