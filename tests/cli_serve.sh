@@ -32,10 +32,10 @@ serve() {
     PID=$!
     PIDS="$PIDS $PID"
     URL=""
-    for i in $(seq 1 800); do
+    for i in $(seq 1 200); do
         URL=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$T/$name.log" 2>/dev/null)
         [ -n "$URL" ] && break
-        sleep 0.005
+        sleep 0.02
     done
     [ -n "$URL" ] || bad "$name: the server did not start: $(cat "$T/$name.log")"
 }

@@ -9,8 +9,8 @@
 # its wall time; the longest times end the report, so a slow CI run shows
 # where its time went.
 set -u
-jobs=${TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
-[ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
+n_jobs=${TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
+[ "$n_jobs" -ge 1 ] 2>/dev/null || n_jobs=1
 dir=$(mktemp -d "${TMPDIR:-/tmp}/brigade-run-XXXXXX") || exit 1
 trap 'rm -rf "$dir"' EXIT
 
@@ -66,7 +66,7 @@ for i in "${!tests[@]}"; do
             wait; running=0; report
             run_one "$i" "$t"; report; continue ;;
     esac
-    while [ "$running" -ge "$jobs" ]; do
+    while [ "$running" -ge "$n_jobs" ]; do
         wait -n; running=$((running - 1)); report
     done
     run_one "$i" "$t" &

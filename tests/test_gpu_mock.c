@@ -619,6 +619,12 @@ static float *session_logits(const brigade_model *m, const char *env, const char
 {
     brigade_session_options o = {.n_ctx = 64, .n_threads = 2, .n_ubatch = n_ubatch,
                                  .n_gpu_layers = 99};
+    int32_t prompt[48];
+    if (n_prompt < 1 || n_prompt > 48 || n_prompt + n_decode > 64) {
+        snprintf(err->message, sizeof err->message, "%d + %d tokens: more than the check holds",
+                 n_prompt, n_decode);
+        return NULL;
+    }
     if (env)
         setenv(env, value, 1);
     brigade_session *s = NULL;
@@ -626,8 +632,7 @@ static float *session_logits(const brigade_model *m, const char *env, const char
     if (env)
         unsetenv(env);
     float *logits = st ? NULL : malloc(brigade_model_n_vocab(m) * sizeof *logits);
-    int32_t prompt[48];
-    for (int i = 0; i < n_prompt && i < 48; i++)
+    for (int i = 0; i < n_prompt; i++)
         prompt[i] = 5 + i;
     st = st       ? st
          : logits ? brigade_session_eval(s, prompt, n_prompt, false, n_decode ? NULL : logits, err)
