@@ -57,11 +57,18 @@ stop_server() {
     rc=$?
     [ $rc -eq 0 ] && ok || bad "server exited $rc after SIG${1:-TERM}"
 }
-# post PATH JSON: sets CODE and BODY.
-post() {
-    BODY=$(curl -s -w '\n%{http_code}' -H 'Content-Type: application/json' "$URL$1" -d "$2")
+# request PATH [CURL-ARGS...]: sets CODE and BODY (a GET unless the
+# arguments say otherwise).
+request() {
+    req_url=$URL$1
+    shift
+    BODY=$(curl -s -w '\n%{http_code}' "$@" "$req_url")
     CODE=$(printf '%s' "$BODY" | tail -n 1)
     BODY=$(printf '%s' "$BODY" | sed '$d')
+}
+# post PATH JSON: sets CODE and BODY.
+post() {
+    request "$1" -H 'Content-Type: application/json' -d "$2"
 }
 # jcheck PYTHON-EXPR: evaluated with j = json of BODY; a failure names it.
 jcheck() {
@@ -84,9 +91,7 @@ mkfifo "$T/tmpl.fifo"
 SERVE_TMPL=$T/tmpl.fifo
 serve main -np 2 -c 1024 --metrics --alias tiny
 SERVE_TMPL=
-BODY=$(curl -s -w '\n%{http_code}' "$URL/health")
-CODE=$(printf '%s' "$BODY" | tail -n 1)
-BODY=$(printf '%s' "$BODY" | sed '$d')
+request /health
 [ "$CODE" = 503 ] && ok || bad "/health while loading: status $CODE, expected 503: $BODY"
 jcheck 'j["error"]["code"] == 503 and j["error"]["message"] == "Loading model"'
 expect_code 503 /v1/chat/completions '{"messages":[{"role":"user","content":"hi"}]}' \
