@@ -620,7 +620,8 @@ static float *session_logits(const brigade_model *m, const char *env, const char
     brigade_session_options o = {.n_ctx = 64, .n_threads = 2, .n_ubatch = n_ubatch,
                                  .n_gpu_layers = 99};
     int32_t prompt[48];
-    if (n_prompt < 1 || n_prompt > 48 || n_prompt + n_decode > 64) {
+    if (n_prompt < 1 || n_prompt > (int)(sizeof prompt / sizeof *prompt) ||
+        n_prompt + n_decode > (int)o.n_ctx) {
         snprintf(err->message, sizeof err->message, "%d + %d tokens: more than the check holds",
                  n_prompt, n_decode);
         return NULL;
