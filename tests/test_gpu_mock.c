@@ -16,6 +16,7 @@
 
 #include "brigade.h"
 #include "check.h"
+#include "error.h"
 #include "gpu_backend.h"
 #include "model.h"
 
@@ -622,8 +623,8 @@ static float *session_logits(const brigade_model *m, const char *env, const char
     int32_t prompt[48];
     if (n_prompt < 1 || n_prompt > (int)(sizeof prompt / sizeof *prompt) ||
         n_prompt + n_decode > (int)o.n_ctx) {
-        snprintf(err->message, sizeof err->message, "%d + %d tokens: more than the check holds",
-                 n_prompt, n_decode);
+        bg_fail(err, BRIGADE_ERR_ARG, "%d + %d tokens: more than the check holds", n_prompt,
+                n_decode);
         return NULL;
     }
     if (env)
