@@ -212,9 +212,20 @@ static void choose_all(void)
     if (cap >= BG_ISA_AMX && cpu_has_amx())
         chosen_gemm[BG_TYPE_Q4_K] = &amx_q4_K, chosen_gemm[BG_TYPE_Q6_K] = &amx_q6_K,
         chosen_gemm[BG_TYPE_Q8_0] = &amx_q8_0;
-    if (avx2 && chosen[BG_TYPE_Q8_0] == bg_dot_q8_0_avx2)
-        chosen_multi[BG_TYPE_Q8_0] = bg_dot_multi_q8_0_avx2;
     if (avx2) {
+        const struct {
+            bg_type type;
+            bg_dot_fn single;
+            bg_dot_multi_fn multi;
+        } avx2_multi[] = {
+            {BG_TYPE_Q8_0, bg_dot_q8_0_avx2, bg_dot_multi_q8_0_avx2},
+            {BG_TYPE_Q4_K, bg_dot_q4_K_avx2, bg_dot_multi_q4_K_avx2},
+            {BG_TYPE_Q5_K, bg_dot_q5_K_avx2, bg_dot_multi_q5_K_avx2},
+            {BG_TYPE_Q6_K, bg_dot_q6_K_avx2, bg_dot_multi_q6_K_avx2},
+        };
+        for (size_t i = 0; i < sizeof avx2_multi / sizeof *avx2_multi; i++)
+            if (chosen[avx2_multi[i].type] == avx2_multi[i].single)
+                chosen_multi[avx2_multi[i].type] = avx2_multi[i].multi;
         vec.mad_f16 = bg_vec_mad_f16_avx2;
         vec.scale_f16 = bg_vec_scale_f16_avx2;
         vec.f16_to_f32 = bg_vec_f16_to_f32_avx2;

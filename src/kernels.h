@@ -117,6 +117,12 @@ void bg_vec_scale_f16_avx2(int64_t n, uint16_t *y, float s);
 void bg_vec_f16_to_f32_avx2(int64_t n, float *y, const uint16_t *x);
 void bg_dot_multi_q8_0_avx2(int64_t n, const void *w, const void *a, size_t a_stride, int na,
                             float *out);
+void bg_dot_multi_q4_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride, int na,
+                            float *out);
+void bg_dot_multi_q5_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride, int na,
+                            float *out);
+void bg_dot_multi_q6_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride, int na,
+                            float *out);
 void bg_dot_multi_q4_K_avx512(int64_t n, const void *w, const void *a, size_t a_stride, int na,
                               float *out);
 void bg_dot_multi_q5_K_avx512(int64_t n, const void *w, const void *a, size_t a_stride, int na,

@@ -16,6 +16,10 @@
  * as unsigned codes and corrected with the Q8_K bsums (sums of 16
  * activations), which costs one madd per block instead of work per group.
  *
+ * The multi-row dots (prefill: several tokens against one weight row) decode
+ * a super-block's codes and scales once for up to BG_DOT_MULTI activation
+ * rows and keep each row's steps, so each result is the single dot's bits.
+ *
  * Loads are all unaligned: blocks sit at 2-byte-aligned offsets of a mmap.
  *
  * F16C is in the target list with AVX2/FMA: the dispatcher (kernels.c) only
@@ -31,6 +35,10 @@
 #include "quant.h"
 
 #define BG_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+/* Before a loop over the activation rows of a multi-row dot: unrolled
+ * whole, the rows' sums stay in registers rather than in arrays. */
+#define BG_EACH_ROW _Pragma("GCC unroll 4")
 
 BG_AVX2 static inline __m256i loadu256(const void *p)
 {
@@ -86,58 +94,101 @@ BG_AVX2 static inline __m256i dot32_s(__m256i q, __m256i a, __m256i scale)
  * Q4_K and Q5_K
  * ------------------------------------------------------------------------ */
 
-/* One 32-byte chunk c of a Q4_K/Q5_K super-block: byte l holds element
+/* The 32-byte chunk c of a Q4_K/Q5_K super-block at qs: byte l holds element
  * 64c + l (group 2c) low and 64c + 32 + l (group 2c + 1) high, so the two
- * nibble planes are whole groups, in activation order. For Q5_K, *hb holds
- * the qh bytes shifted right by 2c: bits 0 and 1 of byte l are the fifth
- * bits of the chunk's two elements l (16-bit shifts are fine: the bits read
- * never cross a byte). ctl0 picks the scale of group 2c, ctl1 of 2c + 1.
- * Written to be called with constants (no loop), so the pshufb controls are
- * constants rather than a counter. */
-BG_AVX2 static inline __m256i k_chunk(const uint8_t *qs, __m256i *hb, const int8_t *act,
-                                      __m256i sc, __m256i ctl0, __m256i ctl1)
+ * nibble planes are whole groups, in activation order: *lo and *hi. For
+ * Q5_K, *hb holds the qh bytes shifted right by 2c: bits 0 and 1 of byte l
+ * are the fifth bits of the chunk's two elements l (16-bit shifts are
+ * fine: the bits read never cross a byte), and moves on to the next
+ * chunk's. */
+BG_AVX2 static inline void k_codes(const uint8_t *qs, __m256i *hb, __m256i *lo, __m256i *hi)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
     const __m256i q = loadu256(qs);
-    __m256i lo = _mm256_and_si256(q, m4);
-    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    *lo = _mm256_and_si256(q, m4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
     if (hb) {
-        lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(*hb, 4), bit4));
-        hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(*hb, 3), bit4));
+        *lo = _mm256_or_si256(*lo, _mm256_and_si256(_mm256_slli_epi16(*hb, 4), bit4));
+        *hi = _mm256_or_si256(*hi, _mm256_and_si256(_mm256_slli_epi16(*hb, 3), bit4));
         *hb = _mm256_srli_epi16(*hb, 2);
     }
-    return _mm256_add_epi32(dot32_u(lo, act, pick_scale(sc, ctl0)),
-                            dot32_u(hi, act + 32, pick_scale(sc, ctl1)));
 }
 
-/* A Q4_K/Q5_K super-block's scaled integer sums, eight s32 lanes; qh is
- * NULL for Q4_K (a constant once inlined). */
-BG_AVX2 static inline __m256i k_block_isum(const uint8_t *qs, const uint8_t *qh,
-                                           const int8_t *act, __m256i sc)
+/* Chunk c's scaled sums with each of the na activation rows y[t], added
+ * into isum[t]; ctl0 picks the scale of group 2c, ctl1 of 2c + 1. Written
+ * to be called with constants (no loop), so the pshufb controls are
+ * constants rather than a counter. */
+BG_AVX2 static inline void k_chunk_rows(const uint8_t *qs, __m256i *hb,
+                                        const bg_block_q8_K *const *y, int na, int c,
+                                        __m256i sc, __m256i ctl0, __m256i ctl1, __m256i *isum)
 {
-    __m256i hbits = qh ? loadu256(qh) : _mm256_setzero_si256();
-    __m256i *hb = qh ? &hbits : NULL;
-    const __m256i s0 = k_chunk(qs, hb, act, sc, CTL_SAME(0), CTL_SAME(1));
-    const __m256i s1 = k_chunk(qs + 32, hb, act + 64, sc, CTL_SAME(2), CTL_SAME(3));
-    const __m256i s2 = k_chunk(qs + 64, hb, act + 128, sc, CTL_SAME(4), CTL_SAME(5));
-    const __m256i s3 = k_chunk(qs + 96, hb, act + 192, sc, CTL_SAME(6), CTL_SAME(7));
-    return _mm256_add_epi32(_mm256_add_epi32(s0, s1), _mm256_add_epi32(s2, s3));
+    __m256i lo, hi;
+    k_codes(qs + 32 * c, hb, &lo, &hi);
+    const __m256i s0 = pick_scale(sc, ctl0), s1 = pick_scale(sc, ctl1);
+    BG_EACH_ROW for (int t = 0; t < na; t++)
+        isum[t] = _mm256_add_epi32(isum[t],
+                                   _mm256_add_epi32(dot32_u(lo, y[t]->qs + 64 * c, s0),
+                                                    dot32_u(hi, y[t]->qs + 64 * c + 32, s1)));
 }
 
-/* sum_b d_a * (d * sum_g sc_g (q.a)_g - dmin * sum_g mn_g bsum_g), blocks of
- * `bytes` bytes with qs / qh (0: none, Q4_K) at the given offsets; the
- * float arithmetic is kq_add's (llama.cpp's). */
-BG_AVX2 static inline float k_dot(int64_t n, const uint8_t *w, size_t bytes, size_t qh_off,
-                                  size_t qs_off, const bg_block_q8_K *y)
+/* One Q4_K/Q5_K weight row (blocks of `bytes` bytes, qs / qh (0: none,
+ * Q4_K) at the given offsets) against na activation rows, a_stride bytes
+ * apart: out[t] = sum_b d_a * (d * sum_g sc_g (q.a)_g - dmin * sum_g mn_g
+ * bsum_g). A super-block's codes and scales are decoded once for all rows;
+ * each row's integer sums are exact, so their order does not matter, and
+ * its float arithmetic is kq_add's (llama.cpp's): every row's result is
+ * the single dot's, bit for bit. Inlined with na a constant, so the
+ * per-row sums live in registers. */
+BG_AVX2 static inline __attribute__((always_inline)) void
+k_dot_rows(int64_t n, const uint8_t *w, size_t bytes, size_t qh_off, size_t qs_off,
+           const uint8_t *a, size_t a_stride, int na, float *out)
 {
-    kq_sums s = {_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f};
-    for (int64_t b = 0; b < n / BG_QK_K; b++, w += bytes, y++) {
+    kq_sums s[BG_DOT_MULTI];
+    BG_EACH_ROW for (int t = 0; t < na; t++)
+        s[t] = (kq_sums){_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f};
+    for (int64_t b = 0; b < n / BG_QK_K; b++, w += bytes) {
+        const bg_block_q8_K *y[BG_DOT_MULTI];
+        __m256i isum[BG_DOT_MULTI];
+        BG_EACH_ROW for (int t = 0; t < na; t++) {
+            y[t] = (const bg_block_q8_K *)(const void *)(a + (size_t)t * a_stride) + b;
+            isum[t] = _mm256_setzero_si256();
+        }
         __m128i mins;
         const __m256i sc = kq_scales(w + offsetof(bg_block_q4_K, scales), &mins);
-        const __m256i isum = k_block_isum(w + qs_off, qh_off ? w + qh_off : NULL, y->qs, sc);
-        kq_add(&s, kq_block_d(w), kq_block_dmin(w), y, isum, mins, qh_off != 0);
+        __m256i hbits = qh_off ? loadu256(w + qh_off) : _mm256_setzero_si256();
+        __m256i *hb = qh_off ? &hbits : NULL;
+        k_chunk_rows(w + qs_off, hb, y, na, 0, sc, CTL_SAME(0), CTL_SAME(1), isum);
+        k_chunk_rows(w + qs_off, hb, y, na, 1, sc, CTL_SAME(2), CTL_SAME(3), isum);
+        k_chunk_rows(w + qs_off, hb, y, na, 2, sc, CTL_SAME(4), CTL_SAME(5), isum);
+        k_chunk_rows(w + qs_off, hb, y, na, 3, sc, CTL_SAME(6), CTL_SAME(7), isum);
+        const float wd = kq_block_d(w), wdmin = kq_block_dmin(w);
+        BG_EACH_ROW for (int t = 0; t < na; t++)
+            kq_add(&s[t], wd, wdmin, y[t], isum[t], mins, qh_off != 0);
     }
-    return kq_total(&s, qh_off != 0);
+    BG_EACH_ROW for (int t = 0; t < na; t++)
+        out[t] = kq_total(&s[t], qh_off != 0);
+}
+
+BG_AVX2 static inline float k_dot(int64_t n, const uint8_t *w, size_t bytes, size_t qh_off,
+                                  size_t qs_off, const void *a)
+{
+    float out;
+    k_dot_rows(n, w, bytes, qh_off, qs_off, a, 0, 1, &out);
+    return out;
+}
+
+/* The multi-row dot of Q4_K/Q5_K: na (2 to BG_DOT_MULTI) as a constant. */
+BG_AVX2 static inline void k_dot_multi(int64_t n, const uint8_t *w, size_t bytes,
+                                       size_t qh_off, size_t qs_off, const void *a,
+                                       size_t a_stride, int na, float *out)
+{
+    _Static_assert(BG_DOT_MULTI == 4, "one case per row count");
+    switch (na) {
+    case 4: k_dot_rows(n, w, bytes, qh_off, qs_off, a, a_stride, 4, out); break;
+    case 3: k_dot_rows(n, w, bytes, qh_off, qs_off, a, a_stride, 3, out); break;
+    case 2: k_dot_rows(n, w, bytes, qh_off, qs_off, a, a_stride, 2, out); break;
+    default: k_dot_rows(n, w, bytes, qh_off, qs_off, a, a_stride, 1, out); break;
+    }
 }
 
 BG_AVX2 float bg_dot_q4_K_avx2(int64_t n, const void *w, const void *a)
@@ -151,6 +202,20 @@ BG_AVX2 float bg_dot_q5_K_avx2(int64_t n, const void *w, const void *a)
                  offsetof(bg_block_q5_K, qs), a);
 }
 
+BG_AVX2 void bg_dot_multi_q4_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride,
+                                    int na, float *out)
+{
+    k_dot_multi(n, w, sizeof(bg_block_q4_K), 0, offsetof(bg_block_q4_K, qs), a, a_stride, na,
+                out);
+}
+
+BG_AVX2 void bg_dot_multi_q5_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride,
+                                    int na, float *out)
+{
+    k_dot_multi(n, w, sizeof(bg_block_q5_K), offsetof(bg_block_q5_K, qh),
+                offsetof(bg_block_q5_K, qs), a, a_stride, na, out);
+}
+
 /* ------------------------------------------------------------------------
  * Q6_K
  * ------------------------------------------------------------------------ */
@@ -162,41 +227,83 @@ BG_AVX2 float bg_dot_q5_K_avx2(int64_t n, const void *w, const void *a)
  * lane, so its scale vector is (scale 2k | scale 2k + 1): CTL_PAIR. The
  * codes stay unsigned (0..63) for maddubs; the -32 comes back as
  * 32 * sum_g scale_g * bsum_g, one madd per block. */
-BG_AVX2 float bg_dot_q6_K_avx2(int64_t n, const void *w, const void *a)
+BG_AVX2 static inline void q6_codes(const bg_block_q6_K *x, int c, __m256i q[4])
 {
-    const bg_block_q6_K *x = w;
-    const bg_block_q8_K *y = a;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / BG_QK_K; b++, x++, y++) {
+    const uint8_t *ql = x->ql + 64 * c;
+    const __m256i l0 = loadu256(ql), l1 = loadu256(ql + 32);
+    const __m256i h = loadu256(x->qh + 32 * c);
+    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(h, m30));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                           _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
+}
+
+/* One Q6_K weight row against na activation rows, a_stride bytes apart, as
+ * k_dot_rows does it: the codes and scales decoded once a super-block, the
+ * exact integer sums and the float steps per row, so every result is the
+ * single dot's bit for bit. */
+BG_AVX2 static inline __attribute__((always_inline)) void
+q6_dot_rows(int64_t n, const bg_block_q6_K *x, const uint8_t *a, size_t a_stride, int na,
+            float *out)
+{
+    __m256 acc[BG_DOT_MULTI];
+    BG_EACH_ROW for (int t = 0; t < na; t++)
+        acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / BG_QK_K; b++, x++) {
+        const bg_block_q8_K *y[BG_DOT_MULTI];
+        __m256i isum[BG_DOT_MULTI];
+        BG_EACH_ROW for (int t = 0; t < na; t++) {
+            y[t] = (const bg_block_q8_K *)(const void *)(a + (size_t)t * a_stride) + b;
+            isum[t] = _mm256_setzero_si256();
+        }
         const __m128i sc8 = loadu128(x->scales);
-        const __m256i corr = _mm256_madd_epi16(loadu256(y->bsums), _mm256_cvtepi8_epi16(sc8));
-        __m256i isum = _mm256_setzero_si256();
         for (int c = 0; c < 2; c++) {
             const __m256i sc = _mm256_broadcastsi128_si256(
                 _mm_cvtepi8_epi16(c ? _mm_srli_si128(sc8, 8) : sc8));
-            const uint8_t *ql = x->ql + 64 * c;
-            const int8_t *act = y->qs + 128 * c;
-            const __m256i l0 = loadu256(ql), l1 = loadu256(ql + 32);
-            const __m256i h = loadu256(x->qh + 32 * c);
-            const __m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, m4),
-                                               _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
-            const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                               _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
-            const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                               _mm256_and_si256(h, m30));
-            const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                               _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
-            isum = _mm256_add_epi32(isum, dot32_u(q0, act, pick_scale(sc, CTL_PAIR(0))));
-            isum = _mm256_add_epi32(isum, dot32_u(q1, act + 32, pick_scale(sc, CTL_PAIR(2))));
-            isum = _mm256_add_epi32(isum, dot32_u(q2, act + 64, pick_scale(sc, CTL_PAIR(4))));
-            isum = _mm256_add_epi32(isum, dot32_u(q3, act + 96, pick_scale(sc, CTL_PAIR(6))));
+            __m256i q[4];
+            q6_codes(x, c, q);
+            const __m256i s0 = pick_scale(sc, CTL_PAIR(0)), s1 = pick_scale(sc, CTL_PAIR(2));
+            const __m256i s2 = pick_scale(sc, CTL_PAIR(4)), s3 = pick_scale(sc, CTL_PAIR(6));
+            BG_EACH_ROW for (int t = 0; t < na; t++) {
+                const int8_t *act = y[t]->qs + 128 * c;
+                isum[t] = _mm256_add_epi32(isum[t], dot32_u(q[0], act, s0));
+                isum[t] = _mm256_add_epi32(isum[t], dot32_u(q[1], act + 32, s1));
+                isum[t] = _mm256_add_epi32(isum[t], dot32_u(q[2], act + 64, s2));
+                isum[t] = _mm256_add_epi32(isum[t], dot32_u(q[3], act + 96, s3));
+            }
         }
-        isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(corr, 5));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
-                              _mm256_set1_ps(y->d * kq_load_f16(&x->d)), acc);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        const float dw = kq_load_f16(&x->d);
+        BG_EACH_ROW for (int t = 0; t < na; t++) {
+            const __m256i corr = _mm256_madd_epi16(loadu256(y[t]->bsums), sc16);
+            const __m256i total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr, 5));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_set1_ps(y[t]->d * dw),
+                                     acc[t]);
+        }
     }
-    return kq_hsum(acc);
+    BG_EACH_ROW for (int t = 0; t < na; t++)
+        out[t] = kq_hsum(acc[t]);
+}
+
+BG_AVX2 float bg_dot_q6_K_avx2(int64_t n, const void *w, const void *a)
+{
+    float out;
+    q6_dot_rows(n, w, a, 0, 1, &out);
+    return out;
+}
+
+BG_AVX2 void bg_dot_multi_q6_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride,
+                                    int na, float *out)
+{
+    _Static_assert(BG_DOT_MULTI == 4, "one case per row count");
+    switch (na) {
+    case 4: q6_dot_rows(n, w, a, a_stride, 4, out); break;
+    case 3: q6_dot_rows(n, w, a, a_stride, 3, out); break;
+    case 2: q6_dot_rows(n, w, a, a_stride, 2, out); break;
+    default: q6_dot_rows(n, w, a, a_stride, 1, out); break;
+    }
 }
 
 /* ------------------------------------------------------------------------
