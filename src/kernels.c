@@ -202,8 +202,8 @@ static void choose_all(void)
 #ifdef BG_KERNELS_X86
     const bool avx2 = cap >= BG_ISA_AVX2 && cpu_has_avx2();
     const bool avx512 = cap >= BG_ISA_AVX512 && cpu_has_avx512();
-    if (avx512)
-        chosen_quantize[BG_TYPE_Q8_K] = bg_quantize_q8_K_avx512;
+    if (avx2 || avx512)
+        chosen_quantize[BG_TYPE_Q8_K] = avx512 ? bg_quantize_q8_K_avx512 : bg_quantize_q8_K_avx2;
     /* a multi-row dot only where it equals the chosen single one */
     if (avx512)
         for (int t = 0; t < BG_TYPE_COUNT; t++)

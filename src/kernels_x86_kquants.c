@@ -364,4 +364,64 @@ BG_AVX2 float bg_dot_iq4_xs_avx2(int64_t n, const void *w, const void *a)
     }
     return kq_hsum(acc);
 }
+
+/* ------------------------------------------------------------------------
+ * Q8_K activations
+ * ------------------------------------------------------------------------ */
+
+/* quantize_q8_K of quant.c, 32 codes (two block sums) a step: the first
+ * element of largest magnitude sets the scale -127 / max, and codes round
+ * to nearest even as the reference's magic-number addition does. A NaN
+ * product (a NaN input, or infinity times the zero scale an infinite max
+ * gives) becomes code 0, as the reference's rounding makes it. */
+BG_AVX2 void bg_quantize_q8_K_avx2(const float *src, void *dst, int64_t n)
+{
+    bg_block_q8_K *y = dst;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t b = 0; b < n / BG_QK_K; b++, src += BG_QK_K) {
+        __m256 amax8 = _mm256_setzero_ps();
+        for (int i = 0; i < BG_QK_K / 8; i++) /* a NaN lane keeps the running max */
+            amax8 = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(src + 8 * i)), amax8);
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax8), _mm256_extractf128_ps(amax8, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        const float amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+        if (amax == 0.0f) {
+            memset(&y[b], 0, sizeof y[b]);
+            continue;
+        }
+        float max = 0;
+        for (int i = 0; i < BG_QK_K / 8; i++) {
+            const int hit = _mm256_movemask_ps(_mm256_cmp_ps(
+                _mm256_andnot_ps(sign, _mm256_loadu_ps(src + 8 * i)), _mm256_set1_ps(amax),
+                _CMP_EQ_OQ));
+            if (hit) {
+                max = src[8 * i + __builtin_ctz((unsigned)hit)];
+                break;
+            }
+        }
+        const float iscale = -127.f / max;
+        const __m256 vs = _mm256_set1_ps(iscale);
+        const __m256i top = _mm256_set1_epi32(127);
+        for (int i = 0; i < BG_QK_K / 32; i++) {
+            __m256i q[4];
+            for (int k = 0; k < 4; k++) {
+                const __m256 p = _mm256_mul_ps(vs, _mm256_loadu_ps(src + 32 * i + 8 * k));
+                const __m256i ordered = _mm256_castps_si256(_mm256_cmp_ps(p, p, _CMP_ORD_Q));
+                q[k] = _mm256_min_epi32(_mm256_and_si256(_mm256_cvtps_epi32(p), ordered), top);
+            }
+            /* packs interleave 128-bit lanes; the permute puts the codes back in order */
+            const __m256i bytes = _mm256_permutevar8x32_epi32(
+                _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])),
+                _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256((__m256i *)(y[b].qs + 32 * i), bytes);
+            /* the two groups of 16: lanes 0 and 1 after two pairwise adds and the halves */
+            __m256i h = _mm256_hadd_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+            h = _mm256_hadd_epi32(h, h);
+            const __m128i sums = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+            y[b].bsums[2 * i] = (int16_t)_mm_cvtsi128_si32(sums);
+            y[b].bsums[2 * i + 1] = (int16_t)_mm_extract_epi32(sums, 1);
+        }
+        y[b].d = 1 / iscale;
+    }
+}
 #endif
