@@ -146,7 +146,57 @@ BG_AVX2_FMA static double expsum16_avx2(float *y, const float *x, float max, int
     return sum;
 }
 
+/* conv_lanes of ops.c for 16 channels, as two halves of 8: a half's
+ * history and weights gathered into registers once, the tokens streamed,
+ * the history stored back (AVX2 has no scatter). */
+BG_AVX2_FMA static void conv16_avx2(float *x, size_t x_stride, int64_t n_tok, float *hist,
+                                    const float *w, int64_t K)
+{
+    for (int c0 = 0; c0 < 16; c0 += 8) {
+        const __m256i lane = _mm256_setr_epi32(c0, c0 + 1, c0 + 2, c0 + 3, c0 + 4, c0 + 5,
+                                               c0 + 6, c0 + 7);
+        const __m256i hidx = _mm256_mullo_epi32(lane, _mm256_set1_epi32((int)K - 1));
+        const __m256i widx = _mm256_mullo_epi32(lane, _mm256_set1_epi32((int)K));
+        __m256 h[7], wv[8];
+        for (int64_t j = 0; j < K - 1; j++)
+            h[j] = _mm256_i32gather_ps(hist, _mm256_add_epi32(hidx, _mm256_set1_epi32((int)j)), 4);
+        for (int64_t j = 0; j < K; j++)
+            wv[j] = _mm256_i32gather_ps(w, _mm256_add_epi32(widx, _mm256_set1_epi32((int)j)), 4);
+        if (K == 4) { /* the models' kernel, in registers */
+            __m256 h0 = h[0], h1 = h[1], h2 = h[2];
+            for (int64_t i = 0; i < n_tok; i++) {
+                float *xi = x + (size_t)i * x_stride + c0;
+                const __m256 in = _mm256_loadu_ps(xi);
+                __m256 acc = _mm256_fmadd_ps(h0, wv[0], _mm256_setzero_ps());
+                acc = _mm256_fmadd_ps(h1, wv[1], acc);
+                acc = _mm256_fmadd_ps(h2, wv[2], acc);
+                _mm256_storeu_ps(xi, _mm256_fmadd_ps(in, wv[3], acc));
+                h0 = h1, h1 = h2, h2 = in;
+            }
+            h[0] = h0, h[1] = h1, h[2] = h2;
+        } else {
+            for (int64_t i = 0; i < n_tok; i++) {
+                float *xi = x + (size_t)i * x_stride + c0;
+                const __m256 in = _mm256_loadu_ps(xi);
+                __m256 acc = _mm256_setzero_ps();
+                for (int64_t j = 0; j < K - 1; j++)
+                    acc = _mm256_fmadd_ps(h[j], wv[j], acc);
+                _mm256_storeu_ps(xi, _mm256_fmadd_ps(in, wv[K - 1], acc));
+                for (int64_t j = 0; j + 2 < K; j++)
+                    h[j] = h[j + 1];
+                h[K - 2] = in;
+            }
+        }
+        for (int64_t j = 0; j < K - 1; j++) {
+            float v[8];
+            _mm256_storeu_ps(v, h[j]);
+            for (int l = 0; l < 8; l++)
+                hist[(c0 + l) * (K - 1) + j] = v[l];
+        }
+    }
+}
+
 const bg_ops_impl bg_ops_avx2 = {"avx2",      silu16_avx2, swiglu16_avx2, dot64_avx2,
                                  axpy16_avx2, expsum16_avx2, delta64_avx2,
-                                 NULL, NULL /* one by one; scalar */};
+                                 NULL /* one by one */, conv16_avx2};
 #endif
