@@ -371,9 +371,10 @@ BG_AVX2 float bg_dot_iq4_xs_avx2(int64_t n, const void *w, const void *a)
 
 /* quantize_q8_K of quant.c, 32 codes (two block sums) a step: the first
  * element of largest magnitude sets the scale -127 / max, and codes round
- * to nearest even as the reference's magic-number addition does. A NaN
- * product (a NaN input, or infinity times the zero scale an infinite max
- * gives) becomes code 0, as the reference's rounding makes it. */
+ * to nearest even as the reference's magic-number addition does. A
+ * product that is not finite (a NaN input; infinity times the zero scale
+ * of an infinite max; anything times the infinite scale of a max below
+ * 127 / FLT_MAX) becomes code 0, as the reference's rounding makes it. */
 BG_AVX2 void bg_quantize_q8_K_avx2(const float *src, void *dst, int64_t n)
 {
     bg_block_q8_K *y = dst;
@@ -402,12 +403,14 @@ BG_AVX2 void bg_quantize_q8_K_avx2(const float *src, void *dst, int64_t n)
         const float iscale = -127.f / max;
         const __m256 vs = _mm256_set1_ps(iscale);
         const __m256i top = _mm256_set1_epi32(127);
+        const __m256 inf = _mm256_set1_ps(__builtin_inff());
         for (int i = 0; i < BG_QK_K / 32; i++) {
             __m256i q[4];
             for (int k = 0; k < 4; k++) {
                 const __m256 p = _mm256_mul_ps(vs, _mm256_loadu_ps(src + 32 * i + 8 * k));
-                const __m256i ordered = _mm256_castps_si256(_mm256_cmp_ps(p, p, _CMP_ORD_Q));
-                q[k] = _mm256_min_epi32(_mm256_and_si256(_mm256_cvtps_epi32(p), ordered), top);
+                const __m256i finite = _mm256_castps_si256(
+                    _mm256_cmp_ps(_mm256_andnot_ps(sign, p), inf, _CMP_LT_OQ));
+                q[k] = _mm256_min_epi32(_mm256_and_si256(_mm256_cvtps_epi32(p), finite), top);
             }
             /* packs interleave 128-bit lanes; the permute puts the codes back in order */
             const __m256i bytes = _mm256_permutevar8x32_epi32(

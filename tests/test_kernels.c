@@ -276,7 +276,7 @@ static void check_vec_f16(void)
 
 /* The activation quantizers matmul uses against the quant ops' own, to
  * the bit: every distribution, a zero block, ties of +max and -max (the
- * first wins), NaN and infinity. */
+ * first wins), NaN and infinity, and a block whose scale overflows. */
 static void check_quantize_activations(void)
 {
     const bg_type types[] = {BG_TYPE_Q8_0, BG_TYPE_Q8_1, BG_TYPE_Q8_K};
@@ -303,6 +303,8 @@ static void check_quantize_activations(void)
                 }
                 if (rep % 5 == 2)
                     x[17] = NAN, x[600] = INFINITY, x[900] = -INFINITY;
+                if (rep % 5 == 3) /* a max so small that -127 / max overflows */
+                    x[256 + 5] = 1e-38f, x[256 + 9] = -3e-39f;
                 memset(ref, 0xA5, sizeof ref);
                 memset(got, 0xA5, sizeof got);
                 ops->quantize_activations(x, ref, N);
