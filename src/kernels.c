@@ -202,7 +202,7 @@ static void choose_all(void)
 #ifdef BG_KERNELS_X86
     const bool avx2 = cap >= BG_ISA_AVX2 && cpu_has_avx2();
     const bool avx512 = cap >= BG_ISA_AVX512 && cpu_has_avx512();
-    if (avx2 || avx512)
+    if (avx2) /* avx512 implies it */
         chosen_quantize[BG_TYPE_Q8_K] = avx512 ? bg_quantize_q8_K_avx512 : bg_quantize_q8_K_avx2;
     /* a multi-row dot only where it equals the chosen single one */
     if (avx512)

@@ -78,6 +78,15 @@ BG_AVX2_FMA static void swiglu16_avx2(float *y, const float *gate, const float *
                                               _mm256_loadu_ps(up + i)));
 }
 
+/* The sum of dot64's eight accumulators: accumulator j of its 16 lanes is
+ * a[2j] (low half) and a[2j+1], added as the AVX-512 kernel adds its four. */
+BG_AVX2_FMA static inline float sum_acc8(const __m256 a[8])
+{
+    const __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
+    const __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
+    return reduce16(lo, hi);
+}
+
 BG_AVX2_FMA static float dot64_avx2(const float *x, const float *y, int64_t n)
 {
     __m256 a[8];
@@ -87,10 +96,7 @@ BG_AVX2_FMA static float dot64_avx2(const float *x, const float *y, int64_t n)
         BG_EACH_ACC for (int k = 0; k < 8; k++)
             a[k] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * k), _mm256_loadu_ps(y + i + 8 * k),
                                    a[k]);
-    /* accumulator j of 16 lanes is a[2j] (low half) and a[2j+1] */
-    const __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
-    const __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
-    return reduce16(lo, hi);
+    return sum_acc8(a);
 }
 
 /* bg_delta_rule_row in two passes over the row instead of four: the
@@ -109,9 +115,7 @@ BG_AVX2_FMA static float delta64_avx2(float *row, const float *k, const float *q
             _mm256_storeu_ps(row + i + 8 * j, r);
             a[j] = _mm256_fmadd_ps(r, _mm256_loadu_ps(k + i + 8 * j), a[j]);
         }
-    const float mk = reduce16(_mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6])),
-                              _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7])));
-    const __m256 vd = _mm256_set1_ps((v - mk) * beta);
+    const __m256 vd = _mm256_set1_ps((v - sum_acc8(a)) * beta);
     BG_EACH_ACC for (int j = 0; j < 8; j++)
         a[j] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n; i += 64)
@@ -121,8 +125,7 @@ BG_AVX2_FMA static float delta64_avx2(float *row, const float *k, const float *q
             _mm256_storeu_ps(row + i + 8 * j, r);
             a[j] = _mm256_fmadd_ps(r, _mm256_loadu_ps(q + i + 8 * j), a[j]);
         }
-    return reduce16(_mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6])),
-                    _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7])));
+    return sum_acc8(a);
 }
 
 BG_AVX2_FMA static void axpy16_avx2(float *y, const float *x, float a, int64_t n)
