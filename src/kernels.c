@@ -57,6 +57,10 @@ static const bg_gemm_kernel amx_q4_K = {"amx", bg_amx_packed_bytes, bg_amx_pack_
                                         bg_gemm_q4_K_amx};
 static const bg_gemm_kernel amx_q6_K = {"amx", bg_amx_packed_bytes, bg_amx_pack_q8_K,
                                         bg_gemm_q6_K_amx};
+static const bg_gemm_kernel avx2_q4_K = {"avx2", bg_avx2_packed_bytes, bg_avx2_pack_q8_K,
+                                         bg_gemm_q4_K_avx2};
+static const bg_gemm_kernel avx2_q6_K = {"avx2", bg_avx2_packed_bytes, bg_avx2_pack_q8_K,
+                                         bg_gemm_q6_K_avx2};
 static const bg_gemm_kernel amx_q8_0 = {"amx", bg_amx_packed_bytes_q8_0, bg_amx_pack_q8_0,
                                         bg_gemm_q8_0_amx};
 
@@ -209,6 +213,9 @@ static void choose_all(void)
         for (int t = 0; t < BG_TYPE_COUNT; t++)
             if (chosen[t] && chosen[t] == avx512_dot((bg_type)t))
                 chosen_multi[t] = avx512_dot_multi((bg_type)t);
+    /* measured against the AVX2 multi-row dots only; AVX-512 keeps its own */
+    if (avx2 && !avx512)
+        chosen_gemm[BG_TYPE_Q4_K] = &avx2_q4_K, chosen_gemm[BG_TYPE_Q6_K] = &avx2_q6_K;
     if (cap >= BG_ISA_AMX && cpu_has_amx())
         chosen_gemm[BG_TYPE_Q4_K] = &amx_q4_K, chosen_gemm[BG_TYPE_Q6_K] = &amx_q6_K,
         chosen_gemm[BG_TYPE_Q8_0] = &amx_q8_0;

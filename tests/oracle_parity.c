@@ -157,7 +157,7 @@ static void parity_file(const char *preset, const char *type_name, const brigade
      * llama.cpp token by token. Batched, float weights: the same bounds,
      * against both of llama.cpp's modes, and brigade's two modes within 1e-5
      * of each other. Batched, quantized weights (prefill may use other
-     * kernels than decode, tiled AMX products, as llama.cpp's does): no
+     * kernels than decode, tiled AVX2 or AMX products, as llama.cpp's does): no
      * further from llama.cpp's token-by-token logits than 2 x llama.cpp's
      * own batched-vs-token-by-token NMSE + 1e-5. */
     if (ref_tok && ref_bat && mine && mine_tok) {

@@ -1,0 +1,352 @@
+/* AVX2 tiled products for prefill (Q4_K, Q6_K weights, Q8_K activations):
+ * processors without AMX, the consumer CPUs that hold a split model's
+ * experts among them.
+ *
+ * Why: the dots keep 32 weights of one row in a register and pay two
+ * multiplies per 32 products (maddubs, then madd to apply the group's
+ * scale and widen to 32 bits), and reload every activation row for every
+ * weight row. Here the lanes are activation rows instead: a register holds
+ * four codes of each of 8 activation rows, and one weight row's four codes
+ * are broadcast against it. The s16 sums of one scale group then pile up
+ * over several maddubs (eight for Q4_K, two for Q6_K, within s16 range)
+ * before the one madd that scales them, and an activation register serves
+ * four weight rows.
+ *
+ * Layout:
+ *  - Activations are packed once per product, per 16 rows and super-block,
+ *    into an act16 record: q[k / 4][4 t + k % 4] is code k of row t (rows
+ *    0-7 in the first 32 bytes of a line, 8-15 in the second), with the
+ *    rows' scales and code sums (as s16 pairs, for madd). Rows past the end
+ *    are zero.
+ *  - Weights are unpacked per stripe of 16 rows and GEMM_CHUNK super-blocks
+ *    into unsigned codes in element order plus per-group s16 scale pairs, so
+ *    a row's four codes are one 32-bit broadcast load.
+ *
+ * The integer sums are exact, as in the dots; the float steps are ordered
+ * differently, so results agree with the dots to rounding, not to the bit
+ * (llama.cpp's own repacked AVX2 prefill kernels differ from its vec_dot in
+ * the same way). Ranges, |a| <= 128: a maddubs lane is at most 2 x 15 x 128
+ * (Q4_K) or 2 x 63 x 128 (Q6_K), so eight (Q4_K) or two (Q6_K) of them sum
+ * below 32767; a super-block's scaled sum is below 2^31 as in the dots. */
+#include "kernels.h"
+
+#ifdef BG_KERNELS_X86
+#include <immintrin.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "quant.h"
+
+#define BG_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+/* Super-blocks of a stripe unpacked at a time: 16 rows x 4 x 360 bytes,
+ * which stay in L1 with a block of activations while it is used. */
+#define GEMM_CHUNK 4
+
+/* One block of 16 activation rows, one super-block. */
+typedef struct act16 {
+    int8_t q[BG_QK_K / 4][64];  /* q[k / 4][4 t + k % 4] = code k of row t */
+    float d[16];
+    int32_t sum16_pair[8][16];  /* s16 pair: bsums 2p (low) and 2p + 1 (high) */
+    int32_t sum32_pair[4][16];  /* s16 pair: sums of codes 64p .. +31 (low), the next 32 */
+} act16;
+
+/* One weight row's super-block, unpacked. */
+typedef struct wblock {
+    uint8_t codes[BG_QK_K];  /* unsigned: Q4_K 0..15, Q6_K 0..63 (code + 32) */
+    int32_t scale_pair[32];  /* the scale of each run of maddubs steps, in both s16 halves */
+    int32_t offset_pair[8];  /* Q4_K: mins 2p, 2p + 1 (s16 pair); Q6_K: scales 2p, 2p + 1 */
+    float d, dmin;
+} wblock;
+
+size_t bg_avx2_packed_bytes(int64_t n_in, int64_t n_act)
+{
+    return (size_t)((n_act + 15) / 16) * (size_t)(n_in / BG_QK_K) * sizeof(act16);
+}
+
+static int32_t s16_pair(int lo, int hi)
+{
+    return (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
+}
+
+/* r[i] lane j becomes lane i of out[j]: an 8 x 8 transpose of 32-bit
+ * elements, in place. */
+BG_AVX2 static void transpose8(__m256i r[8])
+{
+    __m256i t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    /* t[2i] per lane half: r[2i][0], r[2i+1][0], r[2i][1], r[2i+1][1] */
+    for (int h = 0; h < 2; h++) {
+        u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+        u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+        u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+        u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+    }
+    /* u[4h + m]: element m (low half) and 4 + m (high) of rows 4h .. 4h + 3 */
+    for (int m = 0; m < 4; m++) {
+        r[m] = _mm256_permute2x128_si256(u[m], u[4 + m], 0x20);
+        r[4 + m] = _mm256_permute2x128_si256(u[m], u[4 + m], 0x31);
+    }
+}
+
+void bg_avx2_pack_q8_K(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act, int64_t block,
+                       void *packed) BG_AVX2;
+
+void bg_avx2_pack_q8_K(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act, int64_t block,
+                       void *packed)
+{
+    const int64_t nb = n_in / BG_QK_K, t0 = block * 16;
+    const int nt = n_act - t0 < 16 ? (int)(n_act - t0) : 16;
+    act16 *out = (act16 *)packed + block * nb;
+    for (int64_t s = 0; s < nb; s++, out++) {
+        const bg_block_q8_K *rows[16];
+        for (int t = 0; t < 16; t++)
+            rows[t] = t < nt ? (const bg_block_q8_K *)((const uint8_t *)xq +
+                                                      (size_t)(t0 + t) * xq_row) + s
+                             : NULL;
+        for (int half = 0; half < 2; half++)
+            for (int part = 0; part < 8; part++) {
+                __m256i r[8];
+                for (int t = 0; t < 8; t++) {
+                    const bg_block_q8_K *y = rows[8 * half + t];
+                    r[t] = y ? _mm256_loadu_si256((const __m256i *)(y->qs + 32 * part))
+                             : _mm256_setzero_si256();
+                }
+                transpose8(r);
+                for (int k = 0; k < 8; k++)
+                    _mm256_storeu_si256((__m256i *)(out->q[8 * part + k] + 32 * half), r[k]);
+            }
+        for (int t = 0; t < 16; t++) {
+            const int16_t *bs = rows[t] ? rows[t]->bsums : NULL;
+            out->d[t] = rows[t] ? rows[t]->d : 0.0f;
+            /* |a sum of 32 codes| <= 4096: an s16 */
+            for (int p = 0; p < 8; p++)
+                out->sum16_pair[p][t] = bs ? s16_pair(bs[2 * p], bs[2 * p + 1]) : 0;
+            for (int p = 0; p < 4; p++)
+                out->sum32_pair[p][t] =
+                    bs ? s16_pair(bs[4 * p] + bs[4 * p + 1], bs[4 * p + 2] + bs[4 * p + 3]) : 0;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Weight unpacking
+ * ------------------------------------------------------------------------ */
+
+BG_AVX2 static float f16_at(const void *p)
+{
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return _cvtsh_ss(h);
+}
+
+/* 32-bit lanes holding an s16 value in the low half: the value in both
+ * halves, the scale operand of a madd. */
+BG_AVX2 static inline __m256i both_halves(__m256i v)
+{
+    return _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)),
+                           _mm256_slli_epi32(v, 16));
+}
+
+/* Q4_K: chunk c of qs holds codes 64c + l (low nibbles) and 64c + 32 + l
+ * (high); the 12 scale bytes carry six-bit scales and mins (quant.c). */
+BG_AVX2 static void q4_K_unpack(const uint8_t *src, wblock *out)
+{
+    const bg_block_q4_K *x = (const bg_block_q4_K *)(const void *)src;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int c = 0; c < 4; c++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * c));
+        _mm256_storeu_si256((__m256i *)(out->codes + 64 * c), _mm256_and_si256(q, m4));
+        _mm256_storeu_si256((__m256i *)(out->codes + 64 * c + 32),
+                            _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+    }
+    uint32_t u[3];
+    memcpy(u, x->scales, sizeof u);
+    uint8_t sc[8], mn[8];
+    const uint32_t sc_hi = (u[2] & 0x0F0F0F0Fu) | ((u[0] >> 2) & 0x30303030u);
+    const uint32_t mn_hi = ((u[2] >> 4) & 0x0F0F0F0Fu) | ((u[1] >> 2) & 0x30303030u);
+    const uint32_t sc_lo = u[0] & 0x3F3F3F3Fu, mn_lo = u[1] & 0x3F3F3F3Fu;
+    memcpy(sc, &sc_lo, 4), memcpy(sc + 4, &sc_hi, 4);
+    memcpy(mn, &mn_lo, 4), memcpy(mn + 4, &mn_hi, 4);
+    _mm256_storeu_si256((__m256i *)out->scale_pair,
+                        both_halves(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc))));
+    _mm_storeu_si128((__m128i *)out->offset_pair,
+                     _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn)));
+    out->d = f16_at(&x->d);
+    out->dmin = f16_at(&x->dmin);
+}
+
+/* Q6_K: per 128-code half c, byte l < 64 of ql holds code l low and code
+ * l + 64 high; bits 2i, 2i + 1 of qh byte l < 32 are the top two bits of
+ * code l + 32i. The codes stay unsigned (code + 32); the offset comes back
+ * through the activations' 16-code sums. */
+BG_AVX2 static void q6_K_unpack(const uint8_t *src, wblock *out)
+{
+    const bg_block_q6_K *x = (const bg_block_q6_K *)(const void *)src;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    for (int c = 0; c < 2; c++) {
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * c));
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * c + 32));
+        const __m256i h = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * c));
+        uint8_t *o = out->codes + 128 * c;
+        _mm256_storeu_si256((__m256i *)o,
+                            _mm256_or_si256(_mm256_and_si256(l0, m4),
+                                            _mm256_and_si256(_mm256_slli_epi16(h, 4), m30)));
+        _mm256_storeu_si256((__m256i *)(o + 32),
+                            _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                            _mm256_and_si256(_mm256_slli_epi16(h, 2), m30)));
+        _mm256_storeu_si256((__m256i *)(o + 64),
+                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                            _mm256_and_si256(h, m30)));
+        _mm256_storeu_si256((__m256i *)(o + 96),
+                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                            _mm256_and_si256(_mm256_srli_epi16(h, 2), m30)));
+    }
+    /* A run is two maddubs steps, 8 codes: half a 16-code group, so run r
+     * takes scale r / 2, sign-extended into both s16 halves. The offsets'
+     * pairs of consecutive scales are the scales widened to s16. */
+    const __m128i sc = _mm_loadu_si128((const __m128i *)(const void *)x->scales);
+    const __m128i twice_lo = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m128i twice_hi = _mm_add_epi8(twice_lo, _mm_set1_epi8(8));
+    const __m128i dup[2] = {_mm_shuffle_epi8(sc, twice_lo), _mm_shuffle_epi8(sc, twice_hi)};
+    for (int i = 0; i < 4; i++) {
+        const __m256i v = _mm256_cvtepi8_epi32(i % 2 ? _mm_srli_si128(dup[i / 2], 8) : dup[i / 2]);
+        _mm256_storeu_si256((__m256i *)(out->scale_pair + 8 * i), both_halves(v));
+    }
+    _mm256_storeu_si256((__m256i *)out->offset_pair, _mm256_cvtepi8_epi16(sc));
+    out->d = f16_at(&x->d);
+    out->dmin = 0.0f;
+}
+
+/* ------------------------------------------------------------------------
+ * The product
+ * ------------------------------------------------------------------------ */
+
+/* Four codes of a weight row in every 32-bit lane. */
+BG_AVX2 static inline __m256i bcast4(const uint8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm256_set1_epi32(v);
+}
+
+/* One super-block of weight rows w[0..3] against activation rows
+ * 8 half .. 8 half + 7 of a: acc[8 m + t] += row m . row t. steps is the
+ * maddubs steps (of four codes) a scale covers: Q4_K 8, Q6_K 2. The
+ * accumulators live in memory: 16 registers hold the s16 and s32 sums. */
+BG_AVX2 static inline __attribute__((always_inline)) void
+quad_block(const wblock *const w[4], const act16 *a, int half, int steps, bool q6, float *acc)
+{
+    __m256i isum[4];
+    _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) isum[m] = _mm256_setzero_si256();
+    for (int run = 0; run < BG_QK_K / 4 / steps; run++) {
+        __m256i p[4];
+        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) p[m] = _mm256_setzero_si256();
+        _Pragma("GCC unroll 8") for (int j = 0; j < steps; j++) {
+            const int k4 = run * steps + j;
+            const __m256i act = _mm256_loadu_si256((const __m256i *)(a->q[k4] + 32 * half));
+            _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) p[m] =
+                _mm256_add_epi16(p[m], _mm256_maddubs_epi16(bcast4(w[m]->codes + 4 * k4), act));
+        }
+        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) isum[m] = _mm256_add_epi32(
+            isum[m], _mm256_madd_epi16(p[m], _mm256_set1_epi32(w[m]->scale_pair[run])));
+    }
+    const __m256 da = _mm256_loadu_ps(a->d + 8 * half);
+    _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++)
+    {
+        __m256i off = _mm256_setzero_si256();
+        const int pairs = q6 ? 8 : 4;
+        for (int p = 0; p < pairs; p++) {
+            const int32_t *sums = q6 ? a->sum16_pair[p] : a->sum32_pair[p];
+            off = _mm256_add_epi32(off, _mm256_madd_epi16(
+                                            _mm256_loadu_si256((const __m256i *)(sums + 8 * half)),
+                                            _mm256_set1_epi32(w[m]->offset_pair[p])));
+        }
+        if (q6) {
+            /* sum (code + 32 - 32) a scale: exact in int32 (see the dots) */
+            const __m256i dot = _mm256_sub_epi32(isum[m], _mm256_slli_epi32(off, 5));
+            _mm256_storeu_ps(acc + 8 * m,
+                             _mm256_fmadd_ps(_mm256_mul_ps(da, _mm256_set1_ps(w[m]->d)),
+                                             _mm256_cvtepi32_ps(dot), _mm256_loadu_ps(acc + 8 * m)));
+        } else {
+            __m256 v = _mm256_fmadd_ps(_mm256_mul_ps(da, _mm256_set1_ps(w[m]->d)),
+                                       _mm256_cvtepi32_ps(isum[m]), _mm256_loadu_ps(acc + 8 * m));
+            v = _mm256_fnmadd_ps(_mm256_mul_ps(da, _mm256_set1_ps(w[m]->dmin)),
+                                 _mm256_cvtepi32_ps(off), v);
+            _mm256_storeu_ps(acc + 8 * m, v);
+        }
+    }
+}
+
+/* Weight rows m0 .. m0 + 3 of the unpacked chunk (nc super-blocks) against
+ * activation rows t0 + 8 half .. (nt of them) of a (the chunk's first
+ * record of that block of 16): into y, added to it when add. */
+BG_AVX2 static inline __attribute__((always_inline)) void
+quad(const wblock (*unpacked)[16], int nc, int m0, const act16 *a, int half, int nt, int steps,
+     bool q6, float *y, size_t y_stride, bool add)
+{
+    float acc[4 * 8] = {0};
+    for (int s = 0; s < nc; s++) {
+        const wblock *w[4] = {&unpacked[s][m0], &unpacked[s][m0 + 1], &unpacked[s][m0 + 2],
+                              &unpacked[s][m0 + 3]};
+        quad_block(w, a + s, half, steps, q6, acc);
+    }
+    for (int t = 0; t < nt; t++) {
+        float *row = y + (size_t)t * y_stride + m0;
+        for (int m = 0; m < 4; m++)
+            row[m] = add ? row[m] + acc[8 * m + t] : acc[8 * m + t];
+    }
+}
+
+BG_AVX2 static inline __attribute__((always_inline)) void
+gemm(int64_t n_in, const uint8_t *w, size_t w_stride, int64_t n_rows, const act16 *packed,
+     int64_t n_act, float *y, size_t y_stride, size_t block_bytes, bool q6)
+{
+    const int64_t nb = n_in / BG_QK_K;
+    const int steps = q6 ? 2 : 8;
+    wblock unpacked[GEMM_CHUNK][16];
+    for (int64_t r0 = 0; r0 < n_rows; r0 += 16)
+        for (int64_t b0 = 0; b0 < nb; b0 += GEMM_CHUNK) {
+            const int nc = nb - b0 < GEMM_CHUNK ? (int)(nb - b0) : GEMM_CHUNK;
+            for (int s = 0; s < nc; s++)
+                for (int m = 0; m < 16; m++) {
+                    const uint8_t *src = w + (size_t)(r0 + m) * w_stride + (size_t)(b0 + s) * block_bytes;
+                    if (q6)
+                        q6_K_unpack(src, &unpacked[s][m]);
+                    else
+                        q4_K_unpack(src, &unpacked[s][m]);
+                }
+            for (int64_t t0 = 0; t0 < n_act; t0 += 16) {
+                const act16 *a = packed + (t0 / 16) * nb + b0;
+                for (int half = 0; half < 2 && t0 + 8 * half < n_act; half++) {
+                    const int64_t left = n_act - t0 - 8 * half;
+                    const int nt = left < 8 ? (int)left : 8;
+                    float *yt = y + (size_t)(t0 + 8 * half) * y_stride + r0;
+                    for (int m0 = 0; m0 < 16; m0 += 4)
+                        quad(unpacked, nc, m0, a, half, nt, steps, q6, yt, y_stride, b0 > 0);
+                }
+            }
+        }
+}
+
+void bg_gemm_q4_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
+                       const void *packed, int64_t n_act, float *y, size_t y_stride) BG_AVX2;
+void bg_gemm_q4_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
+                       const void *packed, int64_t n_act, float *y, size_t y_stride)
+{
+    gemm(n_in, w, w_stride, n_rows, packed, n_act, y, y_stride, sizeof(bg_block_q4_K), false);
+}
+
+void bg_gemm_q6_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
+                       const void *packed, int64_t n_act, float *y, size_t y_stride) BG_AVX2;
+void bg_gemm_q6_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
+                       const void *packed, int64_t n_act, float *y, size_t y_stride)
+{
+    gemm(n_in, w, w_stride, n_rows, packed, n_act, y, y_stride, sizeof(bg_block_q6_K), true);
+}
+
+#endif
