@@ -9,8 +9,9 @@
  * four codes of each of 8 activation rows, and one weight row's four codes
  * are broadcast against it. The s16 sums of one scale group then pile up
  * over several maddubs (eight for Q4_K, two for Q6_K, within s16 range)
- * before the one madd that scales them, and an activation register serves
- * four weight rows.
+ * before the one madd that scales them. A tile is 4 weight rows by 16
+ * activation rows (two registers), so a step loads 6 registers for 8
+ * maddubs: with one weight row a load, the load ports would bound it.
  *
  * Layout:
  *  - Activations are packed once per product, per 16 rows and super-block,
@@ -40,7 +41,7 @@
 
 #define BG_AVX2 __attribute__((target("avx2,fma,f16c")))
 
-/* Super-blocks of a stripe unpacked at a time: 16 rows x 4 x 360 bytes,
+/* Super-blocks of a stripe unpacked at a time: 16 rows x 4 x 424 bytes,
  * which stay in L1 with a block of activations while it is used. */
 #define GEMM_CHUNK 4
 
@@ -234,30 +235,52 @@ BG_AVX2 static inline __m256i bcast4(const uint8_t *p)
     return _mm256_set1_epi32(v);
 }
 
-/* One super-block of weight rows w[0..3] against activation rows
- * 8 half .. 8 half + 7 of a: acc[8 m + t] += row m . row t. steps is the
- * maddubs steps (of four codes) a scale covers: Q4_K 8, Q6_K 2. The
- * accumulators live in memory: 16 registers hold the s16 and s32 sums. */
+/* One super-block of weight rows w[0..3] against activation rows 0..7
+ * (halves 1) or 0..15 (halves 2) of a: acc[16 m + t] += row m . row t.
+ * steps is the maddubs steps (of four codes) a scale covers: Q4_K 8, Q6_K
+ * 2. Eleven registers hold the s16 sums (one weight row, 8 activation rows
+ * each), the two activation registers and a broadcast; the scaled 32-bit
+ * sums, touched once a run, may spill. */
 BG_AVX2 static inline __attribute__((always_inline)) void
-quad_block(const wblock *const w[4], const act16 *a, int half, int steps, bool q6, float *acc)
+tile_block(const wblock *const w[4], const act16 *a, int halves, int steps, bool q6, float *acc)
 {
-    __m256i isum[4];
-    _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) isum[m] = _mm256_setzero_si256();
+    __m256i isum[4][2];
+    _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) isum[m][0] = isum[m][1] =
+        _mm256_setzero_si256();
     for (int run = 0; run < BG_QK_K / 4 / steps; run++) {
-        __m256i p[4];
-        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) p[m] = _mm256_setzero_si256();
+        __m256i p[4][2];
+        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) p[m][0] = p[m][1] =
+            _mm256_setzero_si256();
         _Pragma("GCC unroll 8") for (int j = 0; j < steps; j++) {
             const int k4 = run * steps + j;
-            const __m256i act = _mm256_loadu_si256((const __m256i *)(a->q[k4] + 32 * half));
-            _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) p[m] =
-                _mm256_add_epi16(p[m], _mm256_maddubs_epi16(bcast4(w[m]->codes + 4 * k4), act));
+            const __m256i a0 = _mm256_loadu_si256((const __m256i *)a->q[k4]);
+            const __m256i a1 =
+                halves > 1 ? _mm256_loadu_si256((const __m256i *)(a->q[k4] + 32)) : a0;
+            _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++)
+            {
+                const __m256i b = bcast4(w[m]->codes + 4 * k4);
+                p[m][0] = _mm256_add_epi16(p[m][0], _mm256_maddubs_epi16(b, a0));
+                if (halves > 1)
+                    p[m][1] = _mm256_add_epi16(p[m][1], _mm256_maddubs_epi16(b, a1));
+            }
+            /* keeps the steps in order: interleaved, they spill */
+            if (halves > 1)
+                __asm__("" : "+x"(p[0][0]), "+x"(p[0][1]), "+x"(p[1][0]), "+x"(p[1][1]),
+                        "+x"(p[2][0]), "+x"(p[2][1]), "+x"(p[3][0]), "+x"(p[3][1]));
+            else
+                __asm__("" : "+x"(p[0][0]), "+x"(p[1][0]), "+x"(p[2][0]), "+x"(p[3][0]));
         }
-        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) isum[m] = _mm256_add_epi32(
-            isum[m], _mm256_madd_epi16(p[m], _mm256_set1_epi32(w[m]->scale_pair[run])));
+        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++)
+        {
+            const __m256i sc = _mm256_set1_epi32(w[m]->scale_pair[run]);
+            isum[m][0] = _mm256_add_epi32(isum[m][0], _mm256_madd_epi16(p[m][0], sc));
+            if (halves > 1)
+                isum[m][1] = _mm256_add_epi32(isum[m][1], _mm256_madd_epi16(p[m][1], sc));
+        }
     }
-    const __m256 da = _mm256_loadu_ps(a->d + 8 * half);
-    _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++)
+    _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) for (int half = 0; half < halves; half++)
     {
+        const __m256 da = _mm256_loadu_ps(a->d + 8 * half);
         __m256i off = _mm256_setzero_si256();
         const int pairs = q6 ? 8 : 4;
         for (int p = 0; p < pairs; p++) {
@@ -266,39 +289,61 @@ quad_block(const wblock *const w[4], const act16 *a, int half, int steps, bool q
                                             _mm256_loadu_si256((const __m256i *)(sums + 8 * half)),
                                             _mm256_set1_epi32(w[m]->offset_pair[p])));
         }
+        float *out = acc + 16 * m + 8 * half;
         if (q6) {
             /* sum (code + 32 - 32) a scale: exact in int32 (see the dots) */
-            const __m256i dot = _mm256_sub_epi32(isum[m], _mm256_slli_epi32(off, 5));
-            _mm256_storeu_ps(acc + 8 * m,
-                             _mm256_fmadd_ps(_mm256_mul_ps(da, _mm256_set1_ps(w[m]->d)),
-                                             _mm256_cvtepi32_ps(dot), _mm256_loadu_ps(acc + 8 * m)));
+            const __m256i dot = _mm256_sub_epi32(isum[m][half], _mm256_slli_epi32(off, 5));
+            _mm256_storeu_ps(out, _mm256_fmadd_ps(_mm256_mul_ps(da, _mm256_set1_ps(w[m]->d)),
+                                                  _mm256_cvtepi32_ps(dot), _mm256_loadu_ps(out)));
         } else {
             __m256 v = _mm256_fmadd_ps(_mm256_mul_ps(da, _mm256_set1_ps(w[m]->d)),
-                                       _mm256_cvtepi32_ps(isum[m]), _mm256_loadu_ps(acc + 8 * m));
+                                       _mm256_cvtepi32_ps(isum[m][half]), _mm256_loadu_ps(out));
             v = _mm256_fnmadd_ps(_mm256_mul_ps(da, _mm256_set1_ps(w[m]->dmin)),
                                  _mm256_cvtepi32_ps(off), v);
-            _mm256_storeu_ps(acc + 8 * m, v);
+            _mm256_storeu_ps(out, v);
         }
     }
 }
 
 /* Weight rows m0 .. m0 + 3 of the unpacked chunk (nc super-blocks) against
- * activation rows t0 + 8 half .. (nt of them) of a (the chunk's first
- * record of that block of 16): into y, added to it when add. */
+ * activation rows t0 .. (nt of them) of a (the chunk's first record of that
+ * block of 16): into y, added to it when add. */
 BG_AVX2 static inline __attribute__((always_inline)) void
-quad(const wblock (*unpacked)[16], int nc, int m0, const act16 *a, int half, int nt, int steps,
-     bool q6, float *y, size_t y_stride, bool add)
+tile(const wblock (*unpacked)[16], int nc, int m0, const act16 *a, int nt, int steps, bool q6,
+     float *y, size_t y_stride, bool add)
 {
-    float acc[4 * 8] = {0};
+    float acc[4 * 16] = {0};
     for (int s = 0; s < nc; s++) {
         const wblock *w[4] = {&unpacked[s][m0], &unpacked[s][m0 + 1], &unpacked[s][m0 + 2],
                               &unpacked[s][m0 + 3]};
-        quad_block(w, a + s, half, steps, q6, acc);
+        if (nt > 8)
+            tile_block(w, a + s, 2, steps, q6, acc);
+        else
+            tile_block(w, a + s, 1, steps, q6, acc);
     }
     for (int t = 0; t < nt; t++) {
         float *row = y + (size_t)t * y_stride + m0;
         for (int m = 0; m < 4; m++)
-            row[m] = add ? row[m] + acc[8 * m + t] : acc[8 * m + t];
+            row[m] = add ? row[m] + acc[16 * m + t] : acc[16 * m + t];
+    }
+}
+
+/* Asks for the weights of the chunk after (r0, b0) while this one is
+ * multiplied: sixteen rows are more streams than the hardware prefetchers
+ * follow, and the weights come from memory once per product. */
+static inline void prefetch_chunk(const uint8_t *w, size_t w_stride, int64_t n_rows, int64_t nb,
+                                  size_t block_bytes, int64_t r0, int64_t b0)
+{
+    b0 += GEMM_CHUNK;
+    if (b0 >= nb)
+        b0 = 0, r0 += 16;
+    if (r0 >= n_rows)
+        return;
+    const int nc = nb - b0 < GEMM_CHUNK ? (int)(nb - b0) : GEMM_CHUNK;
+    for (int m = 0; m < 16; m++) {
+        const uint8_t *p = w + (size_t)(r0 + m) * w_stride + (size_t)b0 * block_bytes;
+        for (size_t off = 0; off < (size_t)nc * block_bytes; off += 64)
+            _mm_prefetch((const char *)(p + off), _MM_HINT_T0);
     }
 }
 
@@ -320,15 +365,13 @@ gemm(int64_t n_in, const uint8_t *w, size_t w_stride, int64_t n_rows, const act1
                     else
                         q4_K_unpack(src, &unpacked[s][m]);
                 }
+            prefetch_chunk(w, w_stride, n_rows, nb, block_bytes, r0, b0);
             for (int64_t t0 = 0; t0 < n_act; t0 += 16) {
                 const act16 *a = packed + (t0 / 16) * nb + b0;
-                for (int half = 0; half < 2 && t0 + 8 * half < n_act; half++) {
-                    const int64_t left = n_act - t0 - 8 * half;
-                    const int nt = left < 8 ? (int)left : 8;
-                    float *yt = y + (size_t)(t0 + 8 * half) * y_stride + r0;
-                    for (int m0 = 0; m0 < 16; m0 += 4)
-                        quad(unpacked, nc, m0, a, half, nt, steps, q6, yt, y_stride, b0 > 0);
-                }
+                const int nt = n_act - t0 < 16 ? (int)(n_act - t0) : 16;
+                float *yt = y + (size_t)t0 * y_stride + r0;
+                for (int m0 = 0; m0 < 16; m0 += 4)
+                    tile(unpacked, nc, m0, a, nt, steps, q6, yt, y_stride, b0 > 0);
             }
         }
 }
