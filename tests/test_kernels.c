@@ -274,6 +274,40 @@ static void check_vec_f16(void)
     }
 }
 
+/* Attention widens f16 K rows and queries to f32 once and dots them with
+ * the f32 kernel (models/blocks.c): that must be bitwise the f16 dot, for
+ * the chosen kernels and for every variant pair of one instruction set. */
+static void check_f16_widened(void)
+{
+    enum { N = 300 };
+    uint16_t k[N], q[N];
+    float kf[N], qf[N];
+    bg_dot_variant v16[4], v32[4];
+    const size_t n16 = bg_kernel_dot_variants(BG_TYPE_F16, v16, 4);
+    const size_t n32 = bg_kernel_dot_variants(BG_TYPE_F32, v32, 4);
+    CHECK(n16 == n32, "f16 and f32 have the same dot variants (%zu, %zu)", n16, n32);
+    const int lengths[] = {1, 7, 8, 31, 32, 33, 64, 100, 128, 256, 300};
+    for (size_t li = 0; li < sizeof lengths / sizeof *lengths; li++)
+        for (int rep = 0; rep < 20; rep++) {
+            const int n = lengths[li];
+            for (int i = 0; i < n; i++) {
+                k[i] = bg_f32_to_f16(gauss() * (rep % 4 == 0 ? 1e-4f : 2.0f));
+                q[i] = bg_f32_to_f16(gauss());
+                kf[i] = bg_f16_to_f32(k[i]), qf[i] = bg_f16_to_f32(q[i]);
+            }
+            const float want = bg_kernel_dot(BG_TYPE_F16)(n, k, q);
+            const float got = bg_kernel_dot(BG_TYPE_F32)(n, kf, qf);
+            CHECK(memcmp(&want, &got, sizeof want) == 0,
+                  "n %d: the chosen f32 dot of widened f16 rows %.9g, the f16 dot %.9g", n, got, want);
+            for (size_t vi = 0; vi < n16 && vi < n32 && vi < 4; vi++) {
+                const float w = v16[vi].fn(n, k, q), g = v32[vi].fn(n, kf, qf);
+                CHECK(strcmp(v16[vi].name, v32[vi].name) == 0 && memcmp(&w, &g, sizeof w) == 0,
+                      "n %d: %s f32 dot of widened rows %.9g, %s f16 dot %.9g", n, v32[vi].name, g,
+                      v16[vi].name, w);
+            }
+        }
+}
+
 /* The activation quantizers matmul uses against the quant ops' own, to
  * the bit: every distribution, a zero block, ties of +max and -max (the
  * first wins), NaN and infinity, and a block whose scale overflows. */
@@ -328,6 +362,7 @@ int main(void)
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         check_gemm(types[i]);
     check_vec_f16();
+    check_f16_widened();
     check_quantize_activations();
     return check_summary("test_kernels");
 }

@@ -76,61 +76,89 @@ static void attend_head_f32(const attn_job *j, const uint8_t *k_cache, const uin
     }
 }
 
-/* One head's attention over positions 0..pos of a sequence's cache, with the
- * arithmetic of llama.cpp's CPU flash attention: the query already in the
- * K type's dot format, scores s = (q . k) * scale, an online softmax, and V
- * accumulated in f32, or in f16 for an f16 V cache. */
-static void attend_head(const attn_job *j, const uint8_t *k_cache, const uint8_t *v_cache,
-                        const uint8_t *qx, int64_t kvh, uint32_t pos, float *out)
+/* Floats of per-head scratch attend_heads keeps on its stack: the query
+ * heads of a task (at most ATTN_GROUP of them) times head_dim fit in it. */
+#define ATTN_GROUP 8
+#define ATTN_GROUP_FLOATS 8192
+
+/* Query heads h0 .. h0 + nh - 1 of one token, all reading KV head kvh:
+ * each one's attention over positions 0..pos of a sequence's cache, with
+ * the arithmetic of llama.cpp's CPU flash attention: the query in the K
+ * type's dot format (qx, head after head), scores s = (q . k) * scale, an
+ * online softmax, and V accumulated in f32, or in f16 for an f16 V cache.
+ * The heads share each position's K and V row: an f16 K row is widened to
+ * f32 once and dotted with the widened queries, which is bitwise the f16
+ * dot (kernels.h), and a quantized V row is dequantized once. */
+static void attend_heads(const attn_job *j, const uint8_t *k_cache, const uint8_t *v_cache,
+                         const uint8_t *qx, int nh, int64_t kvh, uint32_t pos, float *out)
 {
     const brigade_session *s = j->s;
     const int64_t D = s->hp->head_dim;
     if (s->type_k == BG_TYPE_F32 && s->type_v == BG_TYPE_F32 && pos < MAX_PLAIN_POSITIONS) {
-        attend_head_f32(j, k_cache, v_cache, (const float *)(const void *)qx, kvh, pos, out);
+        for (int h = 0; h < nh; h++)
+            attend_head_f32(j, k_cache, v_cache,
+                            (const float *)(const void *)(qx + h * j->q_head_bytes), kvh, pos,
+                            out + h * D);
         return;
     }
     const bg_quant_ops *vops = bg_quant_ops_get((bg_type)s->type_v);
-    const bg_dot_fn kdot = bg_kernel_dot((bg_type)s->type_k);
-    const bool f16_acc = s->type_v == BG_TYPE_F16;
-    uint16_t acc16[MAX_HEAD_DIM];
-    float vrow[MAX_HEAD_DIM];
-    float *acc32 = out;
-    if (f16_acc)
-        memset(acc16, 0, (size_t)D * sizeof *acc16);
-    else
-        memset(acc32, 0, (size_t)D * sizeof *acc32);
-    float S = 0.0f, M = -INFINITY;
+    const bool f16_k = s->type_k == BG_TYPE_F16, f16_acc = s->type_v == BG_TYPE_F16;
+    const bg_dot_fn kdot = bg_kernel_dot(f16_k ? BG_TYPE_F32 : (bg_type)s->type_k);
+    float qf[ATTN_GROUP_FLOATS], krow[MAX_HEAD_DIM], vrow[MAX_HEAD_DIM];
+    uint16_t acc16[ATTN_GROUP_FLOATS];
+    float S[ATTN_GROUP], M[ATTN_GROUP];
+    for (int h = 0; h < nh; h++) {
+        S[h] = 0.0f, M[h] = -INFINITY;
+        if (f16_k)
+            bg_vec_f16_to_f32(D, qf + h * D, (const uint16_t *)(const void *)(qx + h * j->q_head_bytes));
+        if (f16_acc)
+            memset(acc16 + h * D, 0, (size_t)D * sizeof *acc16);
+        else
+            memset(out + h * D, 0, (size_t)D * sizeof *out);
+    }
     for (uint32_t t = 0; t <= pos; t++) {
         const uint8_t *kt = k_cache + t * s->k_row_bytes + kvh * j->k_head_bytes;
         const uint8_t *vt = v_cache + t * s->v_row_bytes + kvh * j->v_head_bytes;
-        const float sc = kdot(D, kt, qx) * j->scale;
-        const float m_old = M;
-        float ms = 1.0f, vs = 1.0f;
-        if (sc > M) {
-            M = sc;
-            ms = expf(m_old - M);
-            if (f16_acc)
-                bg_vec_scale_f16(D, acc16, ms);
-            else
-                for (int64_t i = 0; i < D; i++)
-                    acc32[i] *= ms;
-        } else {
-            vs = expf(sc - M);
-        }
-        if (f16_acc) {
-            bg_vec_mad_f16(D, acc16, (const uint16_t *)(const void *)vt, vs);
-        } else {
+        if (f16_k)
+            bg_vec_f16_to_f32(D, krow, (const uint16_t *)(const void *)kt);
+        if (!f16_acc)
             vops->dequantize(vt, vrow, D);
-            for (int64_t i = 0; i < D; i++)
-                acc32[i] += vrow[i] * vs;
+        for (int h = 0; h < nh; h++) {
+            const float sc = (f16_k ? kdot(D, krow, qf + h * D)
+                                    : kdot(D, kt, qx + h * j->q_head_bytes)) *
+                             j->scale;
+            uint16_t *a16 = acc16 + h * D;
+            float *a32 = out + h * D;
+            const float m_old = M[h];
+            float ms = 1.0f, vs = 1.0f;
+            if (sc > M[h]) {
+                M[h] = sc;
+                ms = expf(m_old - M[h]);
+                if (f16_acc)
+                    bg_vec_scale_f16(D, a16, ms);
+                else
+                    for (int64_t i = 0; i < D; i++)
+                        a32[i] *= ms;
+            } else {
+                vs = expf(sc - M[h]);
+            }
+            if (f16_acc) {
+                bg_vec_mad_f16(D, a16, (const uint16_t *)(const void *)vt, vs);
+            } else {
+                for (int64_t i = 0; i < D; i++)
+                    a32[i] += vrow[i] * vs;
+            }
+            S[h] = S[h] * ms + vs;
         }
-        S = S * ms + vs;
     }
-    const float inv = S == 0.0f ? 0.0f : 1.0f / S;
-    if (f16_acc)
-        bg_vec_f16_to_f32(D, out, acc16);
-    for (int64_t i = 0; i < D; i++)
-        out[i] *= inv;
+    for (int h = 0; h < nh; h++) {
+        const float inv = S[h] == 0.0f ? 0.0f : 1.0f / S[h];
+        float *o = out + h * D;
+        if (f16_acc)
+            bg_vec_f16_to_f32(D, o, acc16 + h * D);
+        for (int64_t i = 0; i < D; i++)
+            o[i] *= inv;
+    }
 }
 
 /* Prepares token i's query, key and value and stores K and V in the
@@ -178,18 +206,32 @@ static void prepare_task(void *ctx, int64_t task, unsigned worker)
         qops->quantize_activations(q + h * D, qx + h * j->q_head_bytes, D);
 }
 
-/* Task = token * n_head + head. */
+/* Heads of one KV head a task takes: all of its query heads where the
+ * scratch holds them. */
+static int64_t attn_heads_per_task(const bg_hparams *hp)
+{
+    const int64_t group = hp->n_head / hp->n_head_kv;
+    int64_t per = ATTN_GROUP_FLOATS / hp->head_dim;
+    per = per < ATTN_GROUP ? per : ATTN_GROUP;
+    per = per < group ? per : group;
+    while (group % per)
+        per--;
+    return per;
+}
+
+/* Task = (token * n_head + head) / heads per task. */
 static void attend_task(void *ctx, int64_t task, unsigned worker)
 {
     (void)worker;
     const attn_job *j = ctx;
     const brigade_session *s = j->s;
     const int64_t H = s->hp->n_head, D = s->hp->head_dim, group = H / s->hp->n_head_kv;
-    const uint32_t i = (uint32_t)(task / H);
-    const int64_t h = task % H;
+    const int64_t per = attn_heads_per_task(s->hp), first = task * per;
+    const uint32_t i = (uint32_t)(first / H);
+    const int64_t h = first % H;
     const uint8_t *qx = (const uint8_t *)s->xq + ((uint64_t)i * H + h) * j->q_head_bytes;
-    attend_head(j, bg_seq_k(s, j->st, s->tok_seq[i]), bg_seq_v(s, j->st, s->tok_seq[i]), qx,
-                h / group, s->tok_pos[i], s->attn + i * s->a_width + h * D);
+    attend_heads(j, bg_seq_k(s, j->st, s->tok_seq[i]), bg_seq_v(s, j->st, s->tok_seq[i]), qx,
+                 (int)per, h / group, s->tok_pos[i], s->attn + i * s->a_width + h * D);
 }
 
 /* qwen35moe's output is gated by sigmoid(gate); qwen3moe's is plain. */
@@ -240,7 +282,8 @@ void bg_block_attention(brigade_session *s, uint32_t il, bool gated_q)
         span += s->tok_pos[i] + 1;
     const uint64_t token_work = (uint64_t)(H + kv_dim) * D;
     bg_run_tasks(s, s->n_tok, s->n_tok * token_work, prepare_task, &j);
-    bg_run_tasks(s, (int64_t)s->n_tok * H, span * H * D, attend_task, &j);
+    bg_run_tasks(s, (int64_t)s->n_tok * H / attn_heads_per_task(hp), span * H * D, attend_task,
+                 &j);
     if (s->v_rotation || gated_q)
         bg_run_tasks(s, s->n_tok, s->n_tok * token_work, finish_task, &j);
     bg_project(s, L->t[BG_ROLE_ATTN_OUT], s->attn, s->a_width, s->out, hp->n_embd);
