@@ -312,7 +312,10 @@ BG_AVX2 static inline __attribute__((always_inline)) void
 tile(const wblock (*unpacked)[16], int nc, int m0, const act16 *a, int nt, int steps, bool q6,
      float *y, size_t y_stride, bool add)
 {
-    float acc[4 * 16] = {0};
+    float acc[4 * 16];
+    /* vector stores: GCC zeroes the array with rep stos, slow to start */
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) _mm256_storeu_ps(acc + 8 * i,
+                                                                         _mm256_setzero_ps());
     for (int s = 0; s < nc; s++) {
         const wblock *w[4] = {&unpacked[s][m0], &unpacked[s][m0 + 1], &unpacked[s][m0 + 2],
                               &unpacked[s][m0 + 3]};
@@ -321,10 +324,17 @@ tile(const wblock (*unpacked)[16], int nc, int m0, const act16 *a, int nt, int s
         else
             tile_block(w, a + s, 1, steps, q6, acc);
     }
-    for (int t = 0; t < nt; t++) {
-        float *row = y + (size_t)t * y_stride + m0;
-        for (int m = 0; m < 4; m++)
-            row[m] = add ? row[m] + acc[16 * m + t] : acc[16 * m + t];
+    /* four tokens at a time, turned from the tile's rows into the tokens'
+     * runs of 4 outputs */
+    for (int t0 = 0; t0 < nt; t0 += 4) {
+        __m128 r0 = _mm_loadu_ps(acc + t0), r1 = _mm_loadu_ps(acc + 16 + t0);
+        __m128 r2 = _mm_loadu_ps(acc + 32 + t0), r3 = _mm_loadu_ps(acc + 48 + t0);
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        const __m128 col[4] = {r0, r1, r2, r3};
+        for (int t = t0; t < nt && t < t0 + 4; t++) {
+            float *row = y + (size_t)t * y_stride + m0;
+            _mm_storeu_ps(row, add ? _mm_add_ps(_mm_loadu_ps(row), col[t - t0]) : col[t - t0]);
+        }
     }
 }
 

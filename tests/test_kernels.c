@@ -201,8 +201,10 @@ static void check_gemm(bg_type type)
     const bg_quant_ops *ops = bg_quant_ops_get(type);
     const bg_quant_ops *aops = bg_quant_ops_get(ops->dot_type);
     const bg_type_info *wi = bg_type_get(type), *ai = bg_type_get(ops->dot_type);
-    static const int64_t blocks[] = {1, 3, 8, 9, 17};
-    static const int64_t acts[] = {16, 17, 31, 48, 70};
+    /* rows of activations: whole blocks of 16, tails of 1, 15 and 6, and
+     * the 8 a batch starts tiled at */
+    static const int64_t blocks[] = {1, 3, 8, 9, 17, 5};
+    static const int64_t acts[] = {16, 17, 31, 48, 70, 8};
     const int64_t n_rows = 2 * BG_GEMM_ROWS;
     double worst = 0;
     int checked = 0;
