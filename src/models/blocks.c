@@ -43,6 +43,7 @@ typedef struct attn_job {
     const bg_layer_state *st;
     bool gated_q;
     float scale;
+    int64_t heads_per_task; /* query heads of one KV head an attend_task takes */
     uint64_t q_head_bytes, k_head_bytes, v_head_bytes; /* one head of a query (K's dot format), K, V */
 } attn_job;
 
@@ -206,15 +207,18 @@ static void prepare_task(void *ctx, int64_t task, unsigned worker)
         qops->quantize_activations(q + h * D, qx + h * j->q_head_bytes, D);
 }
 
-/* Heads of one KV head a task takes: all of its query heads where the
- * scratch holds them. */
-static int64_t attn_heads_per_task(const bg_hparams *hp)
+/* Query heads of one KV head a task takes: all of them where the scratch
+ * holds them, fewer where that would leave the pool's threads short of
+ * tasks (a decode step's few tokens over a long context). */
+static int64_t attn_heads_per_task(const brigade_session *s)
 {
+    const bg_hparams *hp = s->hp;
     const int64_t group = hp->n_head / hp->n_head_kv;
+    const int64_t tasks_wanted = 4 * (int64_t)(s->pool ? bg_pool_threads(s->pool) : 1);
     int64_t per = ATTN_GROUP_FLOATS / hp->head_dim;
     per = per < ATTN_GROUP ? per : ATTN_GROUP;
     per = per < group ? per : group;
-    while (group % per)
+    while (per > 1 && (group % per || (int64_t)s->n_tok * hp->n_head / per < tasks_wanted))
         per--;
     return per;
 }
@@ -226,7 +230,7 @@ static void attend_task(void *ctx, int64_t task, unsigned worker)
     const attn_job *j = ctx;
     const brigade_session *s = j->s;
     const int64_t H = s->hp->n_head, D = s->hp->head_dim, group = H / s->hp->n_head_kv;
-    const int64_t per = attn_heads_per_task(s->hp), first = task * per;
+    const int64_t per = j->heads_per_task, first = task * per;
     const uint32_t i = (uint32_t)(first / H);
     const int64_t h = first % H;
     const uint8_t *qx = (const uint8_t *)s->xq + ((uint64_t)i * H + h) * j->q_head_bytes;
@@ -273,7 +277,7 @@ void bg_block_attention(brigade_session *s, uint32_t il, bool gated_q)
     bg_project(s, L->t[BG_ROLE_ATTN_K], s->xn, hp->n_embd, s->kv, kv_width);
     bg_project(s, L->t[BG_ROLE_ATTN_V], s->xn, hp->n_embd, s->kv + kv_dim, kv_width);
 
-    attn_job j = {s, L, &s->layers[il], gated_q, 1.0f / sqrtf((float)D), 0, 0, 0};
+    attn_job j = {s, L, &s->layers[il], gated_q, 1.0f / sqrtf((float)D), 1, 0, 0, 0};
     bg_type_row_bytes(bg_quant_ops_get((bg_type)s->type_k)->dot_type, (uint64_t)D, &j.q_head_bytes);
     bg_type_row_bytes((bg_type)s->type_k, (uint64_t)D, &j.k_head_bytes);
     bg_type_row_bytes((bg_type)s->type_v, (uint64_t)D, &j.v_head_bytes);
@@ -282,8 +286,8 @@ void bg_block_attention(brigade_session *s, uint32_t il, bool gated_q)
         span += s->tok_pos[i] + 1;
     const uint64_t token_work = (uint64_t)(H + kv_dim) * D;
     bg_run_tasks(s, s->n_tok, s->n_tok * token_work, prepare_task, &j);
-    bg_run_tasks(s, (int64_t)s->n_tok * H / attn_heads_per_task(hp), span * H * D, attend_task,
-                 &j);
+    j.heads_per_task = attn_heads_per_task(s);
+    bg_run_tasks(s, (int64_t)s->n_tok * H / j.heads_per_task, span * H * D, attend_task, &j);
     if (s->v_rotation || gated_q)
         bg_run_tasks(s, s->n_tok, s->n_tok * token_work, finish_task, &j);
     bg_project(s, L->t[BG_ROLE_ATTN_OUT], s->attn, s->a_width, s->out, hp->n_embd);
