@@ -34,6 +34,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "kernels_x86_tiled.h"
 #include "quant.h"
 
 #define BG_AMX __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,f16c,amx-tile,amx-int8")))
@@ -82,10 +83,6 @@ BG_AMX static void transpose16(const __m512i in[16], __m512i out[16])
     }
 }
 
-static int32_t s16_pair(int lo, int hi)
-{
-    return (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
-}
 
 void bg_amx_pack_q8_K(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act, int64_t block,
                      void *packed) BG_AMX;
@@ -94,14 +91,10 @@ void bg_amx_pack_q8_K(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act
                      void *packed)
 {
     const int64_t nb = n_in / BG_QK_K, t0 = block * 16;
-    const int nt = n_act - t0 < 16 ? (int)(n_act - t0) : 16;
     bg_amx_act *out = (bg_amx_act *)packed + block * nb;
     for (int64_t s = 0; s < nb; s++, out++) {
         const bg_block_q8_K *rows[16];
-        for (int t = 0; t < 16; t++)
-            rows[t] = t < nt ? (const bg_block_q8_K *)((const uint8_t *)xq +
-                                                      (size_t)(t0 + t) * xq_row) + s
-                             : NULL;
+        bg_q8_K_rows16(xq, xq_row, n_act, t0, s, rows);
         for (int part = 0; part < 4; part++) {
             __m512i in[16], tr[16];
             for (int t = 0; t < 16; t++)
@@ -117,7 +110,7 @@ void bg_amx_pack_q8_K(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act
             /* |a sum of 32 codes| <= 4096: an s16 */
             for (int p = 0; p < 4; p++)
                 out->sum32_pair[p][t] =
-                    bs ? s16_pair(bs[4 * p] + bs[4 * p + 1], bs[4 * p + 2] + bs[4 * p + 3]) : 0;
+                    bs ? bg_s16_pair(bs[4 * p] + bs[4 * p + 1], bs[4 * p + 2] + bs[4 * p + 3]) : 0;
         }
     }
 }

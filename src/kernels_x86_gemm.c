@@ -37,6 +37,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "kernels_x86_tiled.h"
 #include "quant.h"
 
 #define BG_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -66,10 +67,6 @@ size_t bg_avx2_packed_bytes(int64_t n_in, int64_t n_act)
     return (size_t)((n_act + 15) / 16) * (size_t)(n_in / BG_QK_K) * sizeof(act16);
 }
 
-static int32_t s16_pair(int lo, int hi)
-{
-    return (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
-}
 
 /* r[i] lane j becomes lane i of out[j]: an 8 x 8 transpose of 32-bit
  * elements, in place. */
@@ -101,14 +98,10 @@ void bg_avx2_pack_q8_K(int64_t n_in, const void *xq, size_t xq_row, int64_t n_ac
                        void *packed)
 {
     const int64_t nb = n_in / BG_QK_K, t0 = block * 16;
-    const int nt = n_act - t0 < 16 ? (int)(n_act - t0) : 16;
     act16 *out = (act16 *)packed + block * nb;
     for (int64_t s = 0; s < nb; s++, out++) {
         const bg_block_q8_K *rows[16];
-        for (int t = 0; t < 16; t++)
-            rows[t] = t < nt ? (const bg_block_q8_K *)((const uint8_t *)xq +
-                                                      (size_t)(t0 + t) * xq_row) + s
-                             : NULL;
+        bg_q8_K_rows16(xq, xq_row, n_act, t0, s, rows);
         for (int half = 0; half < 2; half++)
             for (int part = 0; part < 8; part++) {
                 __m256i r[8];
@@ -126,10 +119,10 @@ void bg_avx2_pack_q8_K(int64_t n_in, const void *xq, size_t xq_row, int64_t n_ac
             out->d[t] = rows[t] ? rows[t]->d : 0.0f;
             /* |a sum of 32 codes| <= 4096: an s16 */
             for (int p = 0; p < 8; p++)
-                out->sum16_pair[p][t] = bs ? s16_pair(bs[2 * p], bs[2 * p + 1]) : 0;
+                out->sum16_pair[p][t] = bs ? bg_s16_pair(bs[2 * p], bs[2 * p + 1]) : 0;
             for (int p = 0; p < 4; p++)
                 out->sum32_pair[p][t] =
-                    bs ? s16_pair(bs[4 * p] + bs[4 * p + 1], bs[4 * p + 2] + bs[4 * p + 3]) : 0;
+                    bs ? bg_s16_pair(bs[4 * p] + bs[4 * p + 1], bs[4 * p + 2] + bs[4 * p + 3]) : 0;
         }
     }
 }
