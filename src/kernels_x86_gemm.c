@@ -37,6 +37,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "kernels_x86_kquant.h"
 #include "kernels_x86_tiled.h"
 #include "quant.h"
 
@@ -131,13 +132,6 @@ void bg_avx2_pack_q8_K(int64_t n_in, const void *xq, size_t xq_row, int64_t n_ac
  * Weight unpacking
  * ------------------------------------------------------------------------ */
 
-BG_AVX2 static float f16_at(const void *p)
-{
-    uint16_t h;
-    memcpy(&h, p, sizeof h);
-    return _cvtsh_ss(h);
-}
-
 /* 32-bit lanes holding an s16 value in the low half: the value in both
  * halves, the scale operand of a madd. */
 BG_AVX2 static inline __m256i both_halves(__m256i v)
@@ -158,20 +152,13 @@ BG_AVX2 static void q4_K_unpack(const uint8_t *src, wblock *out)
         _mm256_storeu_si256((__m256i *)(out->codes + 64 * c + 32),
                             _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
     }
-    uint32_t u[3];
-    memcpy(u, x->scales, sizeof u);
-    uint8_t sc[8], mn[8];
-    const uint32_t sc_hi = (u[2] & 0x0F0F0F0Fu) | ((u[0] >> 2) & 0x30303030u);
-    const uint32_t mn_hi = ((u[2] >> 4) & 0x0F0F0F0Fu) | ((u[1] >> 2) & 0x30303030u);
-    const uint32_t sc_lo = u[0] & 0x3F3F3F3Fu, mn_lo = u[1] & 0x3F3F3F3Fu;
-    memcpy(sc, &sc_lo, 4), memcpy(sc + 4, &sc_hi, 4);
-    memcpy(mn, &mn_lo, 4), memcpy(mn + 4, &mn_hi, 4);
+    __m128i mins;
+    const __m256i scales = kq_scales(x->scales, &mins);
     _mm256_storeu_si256((__m256i *)out->scale_pair,
-                        both_halves(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc))));
-    _mm_storeu_si128((__m128i *)out->offset_pair,
-                     _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn)));
-    out->d = f16_at(&x->d);
-    out->dmin = f16_at(&x->dmin);
+                        both_halves(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(scales))));
+    _mm_storeu_si128((__m128i *)out->offset_pair, mins);
+    out->d = kq_load_f16(&x->d);
+    out->dmin = kq_load_f16(&x->dmin);
 }
 
 /* Q6_K: per 128-code half c, byte l < 64 of ql holds code l low and code
@@ -212,7 +199,7 @@ BG_AVX2 static void q6_K_unpack(const uint8_t *src, wblock *out)
         _mm256_storeu_si256((__m256i *)(out->scale_pair + 8 * i), both_halves(v));
     }
     _mm256_storeu_si256((__m256i *)out->offset_pair, _mm256_cvtepi8_epi16(sc));
-    out->d = f16_at(&x->d);
+    out->d = kq_load_f16(&x->d);
     out->dmin = 0.0f;
 }
 

@@ -1,5 +1,6 @@
-/* What the AVX2 and AVX-512 K-quant dot kernels share: reading the
- * Q4_K/Q5_K block header, and the float arithmetic that turns a
+/* What the AVX2 and AVX-512 K-quant dot kernels share (the AVX2 tiled
+ * products read Q4_K headers with it too): reading the Q4_K/Q5_K block
+ * header, and the float arithmetic that turns a
  * super-block's exact integer sums into the dot product. That arithmetic is
  * llama.cpp's, step for step, so the results agree to the bit (its
  * activations are rounded to Q8_K from these sums, and a random network
