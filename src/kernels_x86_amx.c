@@ -83,7 +83,6 @@ BG_AMX static void transpose16(const __m512i in[16], __m512i out[16])
     }
 }
 
-
 void bg_amx_pack_q8_K(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act, int64_t block,
                      void *packed) BG_AMX;
 

@@ -277,7 +277,8 @@ void bg_block_attention(brigade_session *s, uint32_t il, bool gated_q)
     bg_project(s, L->t[BG_ROLE_ATTN_K], s->xn, hp->n_embd, s->kv, kv_width);
     bg_project(s, L->t[BG_ROLE_ATTN_V], s->xn, hp->n_embd, s->kv + kv_dim, kv_width);
 
-    attn_job j = {s, L, &s->layers[il], gated_q, 1.0f / sqrtf((float)D), 1, 0, 0, 0};
+    attn_job j = {s, L, &s->layers[il], gated_q, 1.0f / sqrtf((float)D), attn_heads_per_task(s),
+                  0, 0, 0};
     bg_type_row_bytes(bg_quant_ops_get((bg_type)s->type_k)->dot_type, (uint64_t)D, &j.q_head_bytes);
     bg_type_row_bytes((bg_type)s->type_k, (uint64_t)D, &j.k_head_bytes);
     bg_type_row_bytes((bg_type)s->type_v, (uint64_t)D, &j.v_head_bytes);
@@ -286,7 +287,6 @@ void bg_block_attention(brigade_session *s, uint32_t il, bool gated_q)
         span += s->tok_pos[i] + 1;
     const uint64_t token_work = (uint64_t)(H + kv_dim) * D;
     bg_run_tasks(s, s->n_tok, s->n_tok * token_work, prepare_task, &j);
-    j.heads_per_task = attn_heads_per_task(s);
     bg_run_tasks(s, (int64_t)s->n_tok * H / j.heads_per_task, span * H * D, attend_task, &j);
     if (s->v_rotation || gated_q)
         bg_run_tasks(s, s->n_tok, s->n_tok * token_work, finish_task, &j);
