@@ -2,18 +2,21 @@
  * brigade's, for bench/compare:
  *   ppN: one llama_decode of N tokens from an empty context (n_batch and
  *        n_ubatch N), logits of the last token only;
- *   tgN: N single-token decodes from an empty context.
+ *   tgN: N single-token decodes from an empty context;
+ *   with -d D, D random tokens decoded first (in batches of up to 512,
+ *   untimed), as llama-bench's -d and brigade bench's -d.
  * Load time is excluded; one uncounted run of each test warms caches and
  * pages first. Tokens are random ids of the vocabulary.
  *
- * usage: oracle_bench MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [-ngl N]
- *                     [--n-cpu-moe N]
+ * usage: oracle_bench MODEL [-p 512] [-n 128] [-d 0] [-t THREADS] [-r REPS]
+ *                     [-ngl N] [--n-cpu-moe N]
  * -ngl and --n-cpu-moe are llama.cpp's (layers offloaded; routed experts of
  * the first N layers kept in host memory) for a GPU build of the library
  * (scripts/gpu-check.sh); the CPU build ignores them.
  * prints one machine-readable line per timed run on stdout:
  *   llama.cpp pp512 <tokens/s>
- *   llama.cpp tg128 <tokens/s> */
+ *   llama.cpp tg128 <tokens/s>
+ * (the name ends in "@dD" at a depth D). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,10 +43,17 @@ static int32_t random_token(int32_t n_vocab)
 /* One run of n_prompt tokens as a single batch, or of n_gen tokens one at
  * a time, from an empty context; returns tokens per second, or a negative
  * number when a decode fails. */
-static double run_once(struct llama_context *ctx, int32_t n_vocab, int n_prompt, int n_gen,
-                       int32_t *tokens)
+static double run_once(struct llama_context *ctx, int32_t n_vocab, int depth, int n_prompt,
+                       int n_gen, int32_t *tokens)
 {
     llama_memory_clear(llama_get_memory(ctx), true);
+    for (int i = 0; i < depth; i++)
+        tokens[i] = random_token(n_vocab);
+    for (int i = 0; i < depth; i += 512) {
+        int n = depth - i < 512 ? depth - i : 512;
+        if (llama_decode(ctx, llama_batch_get_one(tokens + i, n)))
+            return -1;
+    }
     int n = n_prompt ? n_prompt : n_gen;
     for (int i = 0; i < n; i++)
         tokens[i] = random_token(n_vocab);
@@ -63,8 +73,8 @@ static double run_once(struct llama_context *ctx, int32_t n_vocab, int n_prompt,
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: oracle_bench MODEL [-p N] [-n N] [-t THREADS] [-r REPS] [-ngl N] "
-                    "[--n-cpu-moe N]\n");
+    fprintf(stderr, "usage: oracle_bench MODEL [-p N] [-n N] [-d N] [-t THREADS] [-r REPS] "
+                    "[-ngl N] [--n-cpu-moe N]\n");
     return 2;
 }
 
@@ -73,7 +83,7 @@ int main(int argc, char **argv)
     if (argc < 2 || argv[1][0] == '-')
         return usage();
     long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
-    int n_prompt = 512, n_gen = 128, threads = n_cpu > 0 ? (int)n_cpu : 1, reps = 1;
+    int n_prompt = 512, n_gen = 128, depth = 0, threads = n_cpu > 0 ? (int)n_cpu : 1, reps = 1;
     int ngl = -2, n_cpu_moe = 0; /* -2: the library's default */
     for (int i = 2; i < argc; i += 2) {
         if (i + 1 >= argc)
@@ -83,6 +93,7 @@ int main(int argc, char **argv)
             return usage();
         if (!strcmp(argv[i], "-p")) n_prompt = v;
         else if (!strcmp(argv[i], "-n")) n_gen = v;
+        else if (!strcmp(argv[i], "-d") && v <= 1 << 20) depth = v;
         else if (!strcmp(argv[i], "-t") && v > 0) threads = v;
         else if (!strcmp(argv[i], "-r") && v > 0) reps = v;
         else if (!strcmp(argv[i], "-ngl")) ngl = v;
@@ -114,13 +125,16 @@ int main(int argc, char **argv)
         return 1;
     }
     struct llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = (uint32_t)(n_prompt > n_gen ? n_prompt : n_gen) + 16;
+    cp.n_ctx = (uint32_t)depth + (uint32_t)(n_prompt > n_gen ? n_prompt : n_gen) + 16;
+    /* one micro-batch of the prompt; the depth's batches fit too */
     cp.n_batch = cp.n_ubatch = (uint32_t)(n_prompt > 1 ? n_prompt : 1);
+    if (depth && cp.n_batch < 512)
+        cp.n_batch = cp.n_ubatch = 512;
     cp.n_threads = cp.n_threads_batch = threads;
     cp.no_perf = true;
     struct llama_context *ctx = llama_init_from_model(model, cp);
     int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
-    int32_t *tokens = malloc(sizeof *tokens * (size_t)(n_prompt + n_gen + 1));
+    int32_t *tokens = malloc(sizeof *tokens * ((size_t)depth + (size_t)n_prompt + (size_t)n_gen + 1));
     int rc = 0;
     if (!ctx || !tokens) {
         fprintf(stderr, "oracle_bench: cannot create a context\n");
@@ -132,12 +146,15 @@ int main(int argc, char **argv)
         if (!p && !g)
             continue;
         for (int r = 0; r <= reps && !rc; r++) { /* run 0 is the warm-up */
-            double ts = run_once(ctx, n_vocab, p, g, tokens);
+            double ts = run_once(ctx, n_vocab, depth, p, g, tokens);
             if (ts < 0) {
                 fprintf(stderr, "oracle_bench: llama_decode failed\n");
                 rc = 1;
             } else if (r > 0) {
-                printf("llama.cpp %s%d %.4f\n", name[test], p ? p : g, ts);
+                if (depth)
+                    printf("llama.cpp %s%d@d%d %.4f\n", name[test], p ? p : g, depth, ts);
+                else
+                    printf("llama.cpp %s%d %.4f\n", name[test], p ? p : g, ts);
                 fflush(stdout);
             }
         }

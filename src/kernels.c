@@ -183,7 +183,13 @@ static struct {
     void (*mad_f16)(int64_t n, uint16_t *y, const uint16_t *x, float s);
     void (*scale_f16)(int64_t n, uint16_t *y, float s);
     void (*f16_to_f32)(int64_t n, float *y, const uint16_t *x);
-} vec = {vec_mad_f16_scalar, vec_scale_f16_scalar, vec_f16_to_f32_scalar};
+    /* NULL: the definitions' loops (attn_*_f16_each) */
+    void (*attn_scores_f16)(int64_t d, const uint16_t *k, size_t k_stride, int nt, const float *q,
+                            int nh, float *out);
+    void (*attn_accumulate_f16)(int64_t d, uint16_t *acc, int nh, const uint16_t *v,
+                                size_t v_stride, int nt, const float *ms, const float *vs,
+                                const uint8_t *rescale);
+} vec = {vec_mad_f16_scalar, vec_scale_f16_scalar, vec_f16_to_f32_scalar, NULL, NULL};
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 
 /* The last variant listed within the cap is the fastest. */
@@ -236,6 +242,10 @@ static void choose_all(void)
         vec.mad_f16 = bg_vec_mad_f16_avx2;
         vec.scale_f16 = bg_vec_scale_f16_avx2;
         vec.f16_to_f32 = bg_vec_f16_to_f32_avx2;
+        vec.attn_accumulate_f16 = bg_attn_accumulate_f16_avx2;
+        /* its scores repeat the AVX2 f32 dot's summation */
+        if (chosen[BG_TYPE_F32] == bg_dot_f32_avx2)
+            vec.attn_scores_f16 = bg_attn_scores_f16_avx2;
     }
 #endif
 }
@@ -288,4 +298,50 @@ void bg_vec_f16_to_f32(int64_t n, float *y, const uint16_t *x)
 {
     pthread_once(&chosen_once, choose_all);
     vec.f16_to_f32(n, y, x);
+}
+
+/* The definitions in kernels.h, one head and one position at a time. */
+static void attn_scores_f16_each(int64_t d, const uint16_t *k, size_t k_stride, int nt,
+                                 const float *q, int nh, float *out)
+{
+    float row[BG_ATTN_MAX_DIM];
+    for (int t = 0; t < nt; t++) {
+        vec.f16_to_f32(d, row, (const uint16_t *)(const void *)((const uint8_t *)k + t * k_stride));
+        for (int h = 0; h < nh; h++)
+            out[h * nt + t] = chosen[BG_TYPE_F32](d, row, q + h * d);
+    }
+}
+
+static void attn_accumulate_f16_each(int64_t d, uint16_t *acc, int nh, const uint16_t *v,
+                                     size_t v_stride, int nt, const float *ms, const float *vs,
+                                     const uint8_t *rescale)
+{
+    for (int t = 0; t < nt; t++) {
+        const uint16_t *vt = (const uint16_t *)(const void *)((const uint8_t *)v + t * v_stride);
+        for (int h = 0; h < nh; h++) {
+            if (rescale[t])
+                vec.scale_f16(d, acc + h * d, ms[t * nh + h]);
+            vec.mad_f16(d, acc + h * d, vt, vs[t * nh + h]);
+        }
+    }
+}
+
+void bg_attn_scores_f16(int64_t d, const uint16_t *k, size_t k_stride, int nt, const float *q,
+                        int nh, float *out)
+{
+    pthread_once(&chosen_once, choose_all);
+    if (vec.attn_scores_f16 && d % 32 == 0)
+        vec.attn_scores_f16(d, k, k_stride, nt, q, nh, out);
+    else
+        attn_scores_f16_each(d, k, k_stride, nt, q, nh, out);
+}
+
+void bg_attn_accumulate_f16(int64_t d, uint16_t *acc, int nh, const uint16_t *v, size_t v_stride,
+                            int nt, const float *ms, const float *vs, const uint8_t *rescale)
+{
+    pthread_once(&chosen_once, choose_all);
+    if (vec.attn_accumulate_f16)
+        vec.attn_accumulate_f16(d, acc, nh, v, v_stride, nt, ms, vs, rescale);
+    else
+        attn_accumulate_f16_each(d, acc, nh, v, v_stride, nt, ms, vs, rescale);
 }

@@ -95,6 +95,26 @@ void bg_vec_mad_f16(int64_t n, uint16_t *y, const uint16_t *x, float s);
 void bg_vec_scale_f16(int64_t n, uint16_t *y, float s);
 void bg_vec_f16_to_f32(int64_t n, float *y, const uint16_t *x);
 
+/* Attention's two passes over a block of nt positions of f16 K and V rows
+ * (row t at k + t * k_stride bytes, and v alike), for nh query heads
+ * (1..BG_ATTN_MAX_HEADS) that share the KV head, each head_dim d long
+ * (d <= BG_ATTN_MAX_DIM):
+ *   scores:     out[h * nt + t] = the chosen f32 dot (bg_kernel_dot
+ *               (BG_TYPE_F32)) of K row t widened to f32 with q + h * d;
+ *   accumulate: for each position t in order and each head h, where
+ *               rescale[t]: acc + h * d = bg_vec_scale_f16 by ms[t * nh + h],
+ *               then acc + h * d = bg_vec_mad_f16 of V row t by
+ *               vs[t * nh + h].
+ * Bitwise equal to those definitions; SIMD where the CPU has it, sharing
+ * each K and V element's load and conversion among the heads, and keeping
+ * the f16 accumulators in registers across positions. */
+#define BG_ATTN_MAX_HEADS 8
+#define BG_ATTN_MAX_DIM 4096
+void bg_attn_scores_f16(int64_t d, const uint16_t *k, size_t k_stride, int nt, const float *q,
+                        int nh, float *out);
+void bg_attn_accumulate_f16(int64_t d, uint16_t *acc, int nh, const uint16_t *v, size_t v_stride,
+                            int nt, const float *ms, const float *vs, const uint8_t *rescale);
+
 /* x86 SIMD variants (src/kernels_x86_*.c); each is compiled for its target
  * with function attributes and called only when the CPU has it. */
 #if defined(__x86_64__) || defined(__i386__)
@@ -115,6 +135,11 @@ float bg_dot_iq4_xs_avx2(int64_t n, const void *w, const void *a);
 void bg_vec_mad_f16_avx2(int64_t n, uint16_t *y, const uint16_t *x, float s);
 void bg_vec_scale_f16_avx2(int64_t n, uint16_t *y, float s);
 void bg_vec_f16_to_f32_avx2(int64_t n, float *y, const uint16_t *x);
+void bg_attn_scores_f16_avx2(int64_t d, const uint16_t *k, size_t k_stride, int nt,
+                             const float *q, int nh, float *out);
+void bg_attn_accumulate_f16_avx2(int64_t d, uint16_t *acc, int nh, const uint16_t *v,
+                                 size_t v_stride, int nt, const float *ms, const float *vs,
+                                 const uint8_t *rescale);
 void bg_dot_multi_q8_0_avx2(int64_t n, const void *w, const void *a, size_t a_stride, int na,
                             float *out);
 void bg_dot_multi_q4_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride, int na,

@@ -1,13 +1,17 @@
 /* AVX2 + F16C element-wise kernels for attention's accumulators. Each
  * element gets the same operations as the scalar versions in kernels.c
  * (convert, one fused multiply-add or one multiply, round to nearest even),
- * so results are bitwise equal to them; only NaN payloads may differ. */
+ * so results are bitwise equal to them; only NaN payloads may differ. The
+ * attention passes below give each head the operations of those kernels
+ * and of bg_dot_f32_avx2 in their order; they only share loads among heads
+ * and keep values in registers between them. */
 #include "kernels.h"
 
 #ifdef BG_KERNELS_X86
 #include <immintrin.h>
 
 #include "fp16.h"
+#include "kernels_x86_kquant.h"
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 #define TO_F16 (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
@@ -44,5 +48,165 @@ AVX2 void bg_vec_f16_to_f32_avx2(int64_t n, float *y, const uint16_t *x)
         _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(x + i))));
     for (; i < n; i++)
         y[i] = bg_f16_to_f32(x[i]);
+}
+/* 8 f16 at p as floats. */
+static inline AVX2 __m256 load_f16x8(const uint16_t *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+
+/* x rounded to f16 and back: what storing an f16 accumulator and loading it
+ * again gives. */
+static inline AVX2 __m256 round_f16x8(__m256 x)
+{
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(x, TO_F16));
+}
+
+/* Scores of one K row (d a multiple of 32) against NH heads' queries, as
+ * bg_dot_f32_avx2 sums: four accumulators over 32-float steps, then
+ * (acc0 + acc1) + (acc2 + acc3). Accumulators 0 and 1 run first and are
+ * summed, then 2 and 3, so that the heads' eight chains fit in registers
+ * with the two K vectors they share. */
+static inline AVX2 __attribute__((always_inline)) void
+scores_row(int64_t d, const uint16_t *k, const float *q, int NH, float *out, int nt)
+{
+    __m256 a[4], b[4], lo[4];
+#pragma GCC unroll 4
+    for (int h = 0; h < NH; h++)
+        a[h] = b[h] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < d; i += 32) {
+        const __m256 k0 = load_f16x8(k + i), k1 = load_f16x8(k + i + 8);
+#pragma GCC unroll 4
+        for (int h = 0; h < NH; h++) {
+            a[h] = _mm256_fmadd_ps(k0, _mm256_loadu_ps(q + h * d + i), a[h]);
+            b[h] = _mm256_fmadd_ps(k1, _mm256_loadu_ps(q + h * d + i + 8), b[h]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < NH; h++) {
+        lo[h] = _mm256_add_ps(a[h], b[h]);
+        a[h] = b[h] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < d; i += 32) {
+        const __m256 k2 = load_f16x8(k + i + 16), k3 = load_f16x8(k + i + 24);
+#pragma GCC unroll 4
+        for (int h = 0; h < NH; h++) {
+            a[h] = _mm256_fmadd_ps(k2, _mm256_loadu_ps(q + h * d + i + 16), a[h]);
+            b[h] = _mm256_fmadd_ps(k3, _mm256_loadu_ps(q + h * d + i + 24), b[h]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < NH; h++)
+        out[h * nt] = kq_hsum(_mm256_add_ps(lo[h], _mm256_add_ps(a[h], b[h])));
+}
+
+AVX2 void bg_attn_scores_f16_avx2(int64_t d, const uint16_t *k, size_t k_stride, int nt,
+                                  const float *q, int nh, float *out)
+{
+    for (int t = 0; t < nt; t++) {
+        const uint16_t *kt = (const uint16_t *)(const void *)((const uint8_t *)k + t * k_stride);
+        int h = 0;
+        for (; h + 4 <= nh; h += 4)
+            scores_row(d, kt, q + h * d, 4, out + h * nt + t, nt);
+        switch (nh - h) {
+        case 3: scores_row(d, kt, q + h * d, 3, out + h * nt + t, nt); break;
+        case 2: scores_row(d, kt, q + h * d, 2, out + h * nt + t, nt); break;
+        case 1: scores_row(d, kt, q + h * d, 1, out + h * nt + t, nt); break;
+        default: break;
+        }
+    }
+}
+
+/* 8 * NC elements (from element e) of NH heads' f16 accumulators over the
+ * block's positions, held as floats that f16 represents exactly: each
+ * step is bg_vec_scale_f16's multiply or bg_vec_mad_f16's fused
+ * multiply-add on them, rounded to f16 as its store would. The rounding's
+ * conversions bound it (two cycles a vector on Zen 3), given NH * NC
+ * chains to hide their latency. */
+static inline AVX2 __attribute__((always_inline)) void
+accumulate_x8(int64_t d, int64_t e, uint16_t *acc, int NH, int NC, const uint16_t *v,
+              size_t v_stride, int nt, const float *ms, const float *vs, const uint8_t *rescale)
+{
+    __m256 a[BG_ATTN_MAX_HEADS][2];
+#pragma GCC unroll 8
+    for (int h = 0; h < NH; h++)
+#pragma GCC unroll 2
+        for (int c = 0; c < NC; c++)
+            a[h][c] = load_f16x8(acc + h * d + e + 8 * c);
+    for (int t = 0; t < nt; t++) {
+        const uint16_t *vrow = (const uint16_t *)(const void *)((const uint8_t *)v + t * v_stride) + e;
+        __m256 vt[2];
+#pragma GCC unroll 2
+        for (int c = 0; c < NC; c++)
+            vt[c] = load_f16x8(vrow + 8 * c);
+        if (rescale[t]) {
+#pragma GCC unroll 8
+            for (int h = 0; h < NH; h++) {
+                const __m256 m = _mm256_set1_ps(ms[t * NH + h]);
+#pragma GCC unroll 2
+                for (int c = 0; c < NC; c++)
+                    a[h][c] = round_f16x8(_mm256_mul_ps(a[h][c], m));
+            }
+        }
+#pragma GCC unroll 8
+        for (int h = 0; h < NH; h++) {
+            const __m256 w = _mm256_set1_ps(vs[t * NH + h]);
+#pragma GCC unroll 2
+            for (int c = 0; c < NC; c++)
+                a[h][c] = round_f16x8(_mm256_fmadd_ps(vt[c], w, a[h][c]));
+        }
+    }
+#pragma GCC unroll 8
+    for (int h = 0; h < NH; h++)
+#pragma GCC unroll 2
+        for (int c = 0; c < NC; c++)
+            _mm_storeu_si128((__m128i *)(void *)(acc + h * d + e + 8 * c),
+                             _mm256_cvtps_ph(a[h][c], TO_F16));
+}
+
+/* The elements past the last multiple of 8, as bg_vec_*_f16_avx2's scalar
+ * tails compute them. */
+static AVX2 void accumulate_tail(int64_t d, int64_t e, uint16_t *acc, int nh, const uint16_t *v,
+                                 size_t v_stride, int nt, const float *ms, const float *vs,
+                                 const uint8_t *rescale)
+{
+    for (int t = 0; t < nt; t++) {
+        const uint16_t *vt = (const uint16_t *)(const void *)((const uint8_t *)v + t * v_stride);
+        for (int h = 0; h < nh; h++)
+            for (int64_t i = e; i < d; i++) {
+                uint16_t *y = acc + h * d + i;
+                if (rescale[t])
+                    *y = bg_f32_to_f16(bg_f16_to_f32(*y) * ms[t * nh + h]);
+                *y = bg_f32_to_f16(__builtin_fmaf(bg_f16_to_f32(vt[i]), vs[t * nh + h], bg_f16_to_f32(*y)));
+            }
+    }
+}
+
+AVX2 void bg_attn_accumulate_f16_avx2(int64_t d, uint16_t *acc, int nh, const uint16_t *v,
+                                      size_t v_stride, int nt, const float *ms, const float *vs,
+                                      const uint8_t *rescale)
+{
+    int64_t e = 0;
+    /* two vectors a head where that makes eight chains or fewer */
+    for (; nh <= 4 && e + 16 <= d; e += 16) {
+        switch (nh) {
+        case 1: accumulate_x8(d, e, acc, 1, 2, v, v_stride, nt, ms, vs, rescale); break;
+        case 2: accumulate_x8(d, e, acc, 2, 2, v, v_stride, nt, ms, vs, rescale); break;
+        case 3: accumulate_x8(d, e, acc, 3, 2, v, v_stride, nt, ms, vs, rescale); break;
+        default: accumulate_x8(d, e, acc, 4, 2, v, v_stride, nt, ms, vs, rescale); break;
+        }
+    }
+    for (; e + 8 <= d; e += 8) {
+        switch (nh) {
+#define NH_CASE(n)                                                                                 \
+    case n: accumulate_x8(d, e, acc, n, 1, v, v_stride, nt, ms, vs, rescale); break;
+            NH_CASE(1) NH_CASE(2) NH_CASE(3) NH_CASE(4) NH_CASE(5) NH_CASE(6) NH_CASE(7)
+            NH_CASE(8)
+#undef NH_CASE
+        default: break;
+        }
+    }
+    if (e < d)
+        accumulate_tail(d, e, acc, nh, v, v_stride, nt, ms, vs, rescale);
 }
 #endif

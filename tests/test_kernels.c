@@ -310,6 +310,74 @@ static void check_f16_widened(void)
         }
 }
 
+/* Attention's block passes (kernels.h) against their definitions composed
+ * from independent parts, to the bit: the scores against a scalar widening
+ * and the chosen f32 dot (check_f16_widened ties that to the f16 dot), the
+ * accumulation against f16(y * ms) and f16(fma(v, vs, y)) on each element
+ * in order. Rows lie apart in a wider cache row, head dims with and
+ * without the SIMD kernels' multiples, every head count, accumulators that
+ * overflow f16 or go subnormal. */
+static void check_attn_f16(void)
+{
+    enum { MAX_D = 264, MAX_T = 37, STRIDE = MAX_D + 40 };
+    static uint16_t k[MAX_T * STRIDE], v[MAX_T * STRIDE];
+    static uint16_t acc[BG_ATTN_MAX_HEADS * MAX_D], want[BG_ATTN_MAX_HEADS * MAX_D];
+    static float q[BG_ATTN_MAX_HEADS * MAX_D], row[MAX_D];
+    static float ms[MAX_T * BG_ATTN_MAX_HEADS], vs[MAX_T * BG_ATTN_MAX_HEADS];
+    static float got_s[BG_ATTN_MAX_HEADS * MAX_T];
+    uint8_t rescale[MAX_T];
+    const int dims[] = {2, 8, 24, 32, 40, 96, 128, 256, 264};
+    const int counts[] = {1, 2, 7, 32, 37};
+    int cases = 0;
+    for (size_t di = 0; di < sizeof dims / sizeof *dims; di++)
+        for (int nh = 1; nh <= BG_ATTN_MAX_HEADS; nh++)
+            for (size_t ci = 0; ci < sizeof counts / sizeof *counts; ci++) {
+                const int d = dims[di], nt = counts[ci], rep = cases++;
+                const float kscale = rep % 4 == 0 ? 1e-4f : 2.0f, vscale = rep % 3 == 0 ? 3e3f : 1.0f;
+                for (int i = 0; i < MAX_T * STRIDE; i++) {
+                    k[i] = bg_f32_to_f16(gauss() * kscale);
+                    v[i] = bg_f32_to_f16(gauss() * vscale);
+                }
+                for (int i = 0; i < nh * d; i++) {
+                    q[i] = bg_f16_to_f32(bg_f32_to_f16(gauss()));
+                    acc[i] = want[i] = bg_f32_to_f16(gauss() * (rep % 5 == 0 ? 1e-6f : 1.0f));
+                }
+                for (int t = 0; t < nt; t++) {
+                    rescale[t] = t == 0 || uniform() < 0.2;
+                    for (int h = 0; h < nh; h++) {
+                        const bool now = rescale[t] && (h == 0 || uniform() < 0.5);
+                        ms[t * nh + h] = now ? (float)uniform() * (t == 0 ? 0.0f : 1.0f) : 1.0f;
+                        vs[t * nh + h] = now ? 1.0f : (float)uniform();
+                    }
+                }
+                const size_t stride = STRIDE * sizeof(uint16_t);
+                bg_attn_scores_f16(d, k + 3, stride, nt, q, nh, got_s);
+                for (int t = 0; t < nt; t++) {
+                    for (int i = 0; i < d; i++)
+                        row[i] = bg_f16_to_f32(k[3 + t * STRIDE + i]);
+                    for (int h = 0; h < nh; h++) {
+                        const float w = bg_kernel_dot(BG_TYPE_F32)(d, row, q + h * d);
+                        CHECK(memcmp(&w, &got_s[h * nt + t], sizeof w) == 0,
+                              "attention scores, d %d, %d heads, position %d of %d, head %d: "
+                              "%.9g, the f32 dot %.9g", d, nh, t, nt, h, got_s[h * nt + t], w);
+                    }
+                }
+                bg_attn_accumulate_f16(d, acc, nh, v + 5, stride, nt, ms, vs, rescale);
+                for (int t = 0; t < nt; t++)
+                    for (int h = 0; h < nh; h++)
+                        for (int i = 0; i < d; i++) {
+                            uint16_t *y = want + h * d + i;
+                            if (rescale[t])
+                                *y = bg_f32_to_f16(bg_f16_to_f32(*y) * ms[t * nh + h]);
+                            *y = bg_f32_to_f16(fmaf(bg_f16_to_f32(v[5 + t * STRIDE + i]),
+                                                    vs[t * nh + h], bg_f16_to_f32(*y)));
+                        }
+                CHECK(memcmp(acc, want, (size_t)nh * d * sizeof *acc) == 0,
+                      "attention accumulation, d %d, %d heads, %d positions: differs from its "
+                      "definition", d, nh, nt);
+            }
+}
+
 /* The activation quantizers matmul uses against the quant ops' own, to
  * the bit: every distribution, a zero block, ties of +max and -max (the
  * first wins), NaN and infinity, and a block whose scale overflows. */
@@ -365,6 +433,7 @@ int main(void)
         check_gemm(types[i]);
     check_vec_f16();
     check_f16_widened();
+    check_attn_f16();
     check_quantize_activations();
     return check_summary("test_kernels");
 }

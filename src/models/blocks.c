@@ -80,7 +80,76 @@ static void attend_head_f32(const attn_job *j, const uint8_t *k_cache, const uin
 /* Floats of per-head scratch attend_heads keeps on its stack: the query
  * heads of a task (at most ATTN_GROUP of them) times head_dim fit in it. */
 #define ATTN_GROUP 8
+_Static_assert(ATTN_GROUP <= BG_ATTN_MAX_HEADS, "attention's block passes take a task's heads");
 #define ATTN_GROUP_FLOATS 8192
+
+/* Positions attend_heads_f16 takes at a time: a block's scores and its V
+ * rows (16 KiB at head_dim 128) stay in L1 between the two passes. */
+#define ATTN_BLOCK 32
+
+/* attend_heads on f16 K and V caches, block by block: every score of the
+ * block first (bg_attn_scores_f16), then each head's online-softmax steps
+ * in position order, their exps called together, then V accumulated into
+ * f16 (bg_attn_accumulate_f16). Each head gets the operations, values and
+ * order of attend_heads' loop, so the same bits. */
+static void attend_heads_f16(const attn_job *j, const uint8_t *k_cache, const uint8_t *v_cache,
+                             const uint8_t *qx, int nh, int64_t kvh, uint32_t pos, float *out)
+{
+    const brigade_session *s = j->s;
+    const int64_t D = s->hp->head_dim;
+    float qf[ATTN_GROUP_FLOATS], sc[ATTN_GROUP * ATTN_BLOCK];
+    float ms[ATTN_BLOCK * ATTN_GROUP], vs[ATTN_BLOCK * ATTN_GROUP], ex[ATTN_BLOCK * ATTN_GROUP];
+    bool new_max[ATTN_BLOCK * ATTN_GROUP];
+    uint8_t rescale[ATTN_BLOCK];
+    uint16_t acc16[ATTN_GROUP_FLOATS];
+    float S[ATTN_GROUP], M[ATTN_GROUP];
+    for (int h = 0; h < nh; h++) {
+        S[h] = 0.0f, M[h] = -INFINITY;
+        bg_vec_f16_to_f32(D, qf + h * D, (const uint16_t *)(const void *)(qx + h * j->q_head_bytes));
+    }
+    memset(acc16, 0, (size_t)(nh * D) * sizeof *acc16);
+    const uint64_t n = (uint64_t)pos + 1;
+    for (uint64_t t0 = 0; t0 < n; t0 += ATTN_BLOCK) {
+        const int nt = n - t0 < ATTN_BLOCK ? (int)(n - t0) : ATTN_BLOCK;
+        const uint8_t *kt = k_cache + t0 * s->k_row_bytes + kvh * j->k_head_bytes;
+        const uint8_t *vt = v_cache + t0 * s->v_row_bytes + kvh * j->v_head_bytes;
+        bg_attn_scores_f16(D, (const uint16_t *)(const void *)kt, s->k_row_bytes, nt, qf, nh, sc);
+        /* the running max: a new one rescales by exp(old - new), else the
+         * position weighs exp(score - max) */
+        memset(rescale, 0, (size_t)nt);
+        for (int h = 0; h < nh; h++)
+            for (int t = 0; t < nt; t++) {
+                const float x = sc[h * nt + t] * j->scale;
+                const int i = t * nh + h;
+                new_max[i] = x > M[h];
+                if (new_max[i]) {
+                    ex[i] = M[h] - x;
+                    M[h] = x;
+                    rescale[t] = 1;
+                } else {
+                    ex[i] = x - M[h];
+                }
+            }
+        for (int i = 0; i < nt * nh; i++)
+            ex[i] = expf(ex[i]);
+        for (int t = 0; t < nt; t++)
+            for (int h = 0; h < nh; h++) {
+                const int i = t * nh + h;
+                ms[i] = new_max[i] ? ex[i] : 1.0f;
+                vs[i] = new_max[i] ? 1.0f : ex[i];
+                S[h] = S[h] * ms[i] + vs[i];
+            }
+        bg_attn_accumulate_f16(D, acc16, nh, (const uint16_t *)(const void *)vt, s->v_row_bytes, nt,
+                               ms, vs, rescale);
+    }
+    for (int h = 0; h < nh; h++) {
+        const float inv = S[h] == 0.0f ? 0.0f : 1.0f / S[h];
+        float *o = out + h * D;
+        bg_vec_f16_to_f32(D, o, acc16 + h * D);
+        for (int64_t i = 0; i < D; i++)
+            o[i] *= inv;
+    }
+}
 
 /* Query heads h0 .. h0 + nh - 1 of one token, all reading KV head kvh:
  * each one's attention over positions 0..pos of a sequence's cache, with
@@ -100,6 +169,10 @@ static void attend_heads(const attn_job *j, const uint8_t *k_cache, const uint8_
             attend_head_f32(j, k_cache, v_cache,
                             (const float *)(const void *)(qx + h * j->q_head_bytes), kvh, pos,
                             out + h * D);
+        return;
+    }
+    if (s->type_k == BG_TYPE_F16 && s->type_v == BG_TYPE_F16) {
+        attend_heads_f16(j, k_cache, v_cache, qx, nh, kvh, pos, out);
         return;
     }
     const bg_quant_ops *vops = bg_quant_ops_get((bg_type)s->type_v);
