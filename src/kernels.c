@@ -189,7 +189,9 @@ static struct {
     void (*attn_accumulate_f16)(int64_t d, uint16_t *acc, int nh, const uint16_t *v,
                                 size_t v_stride, int nt, const float *ms, const float *vs,
                                 const uint8_t *rescale);
-} vec = {vec_mad_f16_scalar, vec_scale_f16_scalar, vec_f16_to_f32_scalar, NULL, NULL};
+    void (*attn_accumulate_f32)(int64_t d, float *acc, int nh, const uint16_t *v, size_t v_stride,
+                                int nt, const float *p);
+} vec = {vec_mad_f16_scalar, vec_scale_f16_scalar, vec_f16_to_f32_scalar, NULL, NULL, NULL};
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 
 /* The last variant listed within the cap is the fastest. */
@@ -243,6 +245,7 @@ static void choose_all(void)
         vec.scale_f16 = bg_vec_scale_f16_avx2;
         vec.f16_to_f32 = bg_vec_f16_to_f32_avx2;
         vec.attn_accumulate_f16 = bg_attn_accumulate_f16_avx2;
+        vec.attn_accumulate_f32 = bg_attn_accumulate_f32_avx2;
         /* its scores repeat the AVX2 f32 dot's summation */
         if (chosen[BG_TYPE_F32] == bg_dot_f32_avx2)
             vec.attn_scores_f16 = bg_attn_scores_f16_avx2;
@@ -344,4 +347,20 @@ void bg_attn_accumulate_f16(int64_t d, uint16_t *acc, int nh, const uint16_t *v,
         vec.attn_accumulate_f16(d, acc, nh, v, v_stride, nt, ms, vs, rescale);
     else
         attn_accumulate_f16_each(d, acc, nh, v, v_stride, nt, ms, vs, rescale);
+}
+
+void bg_attn_accumulate_f32(int64_t d, float *acc, int nh, const uint16_t *v, size_t v_stride,
+                            int nt, const float *p)
+{
+    pthread_once(&chosen_once, choose_all);
+    if (vec.attn_accumulate_f32) {
+        vec.attn_accumulate_f32(d, acc, nh, v, v_stride, nt, p);
+        return;
+    }
+    for (int t = 0; t < nt; t++) {
+        const uint16_t *vt = (const uint16_t *)(const void *)((const uint8_t *)v + t * v_stride);
+        for (int h = 0; h < nh; h++)
+            for (int64_t i = 0; i < d; i++)
+                acc[h * d + i] = fmaf(bg_f16_to_f32(vt[i]), p[h * nt + t], acc[h * d + i]);
+    }
 }

@@ -114,6 +114,10 @@ void bg_attn_scores_f16(int64_t d, const uint16_t *k, size_t k_stride, int nt, c
                         int nh, float *out);
 void bg_attn_accumulate_f16(int64_t d, uint16_t *acc, int nh, const uint16_t *v, size_t v_stride,
                             int nt, const float *ms, const float *vs, const uint8_t *rescale);
+/* V accumulated in f32: for each position t in order and each head h,
+ * each element of acc + h * d takes fma(V row t, p[h * nt + t], itself). */
+void bg_attn_accumulate_f32(int64_t d, float *acc, int nh, const uint16_t *v, size_t v_stride,
+                            int nt, const float *p);
 
 /* x86 SIMD variants (src/kernels_x86_*.c); each is compiled for its target
  * with function attributes and called only when the CPU has it. */
@@ -140,6 +144,8 @@ void bg_attn_scores_f16_avx2(int64_t d, const uint16_t *k, size_t k_stride, int 
 void bg_attn_accumulate_f16_avx2(int64_t d, uint16_t *acc, int nh, const uint16_t *v,
                                  size_t v_stride, int nt, const float *ms, const float *vs,
                                  const uint8_t *rescale);
+void bg_attn_accumulate_f32_avx2(int64_t d, float *acc, int nh, const uint16_t *v,
+                                 size_t v_stride, int nt, const float *p);
 void bg_dot_multi_q8_0_avx2(int64_t n, const void *w, const void *a, size_t a_stride, int na,
                             float *out);
 void bg_dot_multi_q4_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride, int na,

@@ -209,4 +209,66 @@ AVX2 void bg_attn_accumulate_f16_avx2(int64_t d, uint16_t *acc, int nh, const ui
     if (e < d)
         accumulate_tail(d, e, acc, nh, v, v_stride, nt, ms, vs, rescale);
 }
+/* 8 * NC elements (from element e) of NH heads' f32 accumulators over the
+ * block's positions, in registers: one fused multiply-add a position. */
+static inline AVX2 __attribute__((always_inline)) void
+accumulate_f32_x8(int64_t d, int64_t e, float *acc, int NH, int NC, const uint16_t *v,
+                  size_t v_stride, int nt, const float *p)
+{
+    __m256 a[BG_ATTN_MAX_HEADS][2];
+#pragma GCC unroll 8
+    for (int h = 0; h < NH; h++)
+#pragma GCC unroll 2
+        for (int c = 0; c < NC; c++)
+            a[h][c] = _mm256_loadu_ps(acc + h * d + e + 8 * c);
+    for (int t = 0; t < nt; t++) {
+        const uint16_t *vrow = (const uint16_t *)(const void *)((const uint8_t *)v + t * v_stride) + e;
+        __m256 vt[2];
+#pragma GCC unroll 2
+        for (int c = 0; c < NC; c++)
+            vt[c] = load_f16x8(vrow + 8 * c);
+#pragma GCC unroll 8
+        for (int h = 0; h < NH; h++) {
+            const __m256 w = _mm256_broadcast_ss(p + h * nt + t);
+#pragma GCC unroll 2
+            for (int c = 0; c < NC; c++)
+                a[h][c] = _mm256_fmadd_ps(vt[c], w, a[h][c]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int h = 0; h < NH; h++)
+#pragma GCC unroll 2
+        for (int c = 0; c < NC; c++)
+            _mm256_storeu_ps(acc + h * d + e + 8 * c, a[h][c]);
+}
+
+AVX2 void bg_attn_accumulate_f32_avx2(int64_t d, float *acc, int nh, const uint16_t *v,
+                                      size_t v_stride, int nt, const float *p)
+{
+    int64_t e = 0;
+    for (; nh <= 4 && e + 16 <= d; e += 16) {
+        switch (nh) {
+        case 1: accumulate_f32_x8(d, e, acc, 1, 2, v, v_stride, nt, p); break;
+        case 2: accumulate_f32_x8(d, e, acc, 2, 2, v, v_stride, nt, p); break;
+        case 3: accumulate_f32_x8(d, e, acc, 3, 2, v, v_stride, nt, p); break;
+        default: accumulate_f32_x8(d, e, acc, 4, 2, v, v_stride, nt, p); break;
+        }
+    }
+    for (; e + 8 <= d; e += 8) {
+        switch (nh) {
+#define NH_CASE(n)                                                                                 \
+    case n: accumulate_f32_x8(d, e, acc, n, 1, v, v_stride, nt, p); break;
+            NH_CASE(1) NH_CASE(2) NH_CASE(3) NH_CASE(4) NH_CASE(5) NH_CASE(6) NH_CASE(7)
+            NH_CASE(8)
+#undef NH_CASE
+        default: break;
+        }
+    }
+    for (int t = 0; t < nt; t++) {
+        const uint16_t *vt = (const uint16_t *)(const void *)((const uint8_t *)v + t * v_stride);
+        for (int h = 0; h < nh; h++)
+            for (int64_t i = e; i < d; i++)
+                acc[h * d + i] = __builtin_fmaf(bg_f16_to_f32(vt[i]), p[h * nt + t], acc[h * d + i]);
+    }
+}
 #endif

@@ -281,6 +281,17 @@ void bg_conv_causal(float *x, size_t x_stride, int64_t n_tok, float *hist, const
     conv_lanes(x + c, x_stride, n_tok, hist + c * (K - 1), w + c * K, K, n_ch - c);
 }
 
+double bg_exp_sum(float *y, const float *x, float max, int64_t n)
+{
+    const int64_t nv = n & ~(int64_t)15;
+    double sum = impl()->expsum16(y, x, max, nv);
+    for (int64_t i = nv; i < n; i++) {
+        y[i] = expf(x[i] - max);
+        sum += (double)y[i];
+    }
+    return sum;
+}
+
 void bg_softmax(float *x, int64_t n, float scale)
 {
     float max = -INFINITY;
@@ -289,12 +300,7 @@ void bg_softmax(float *x, int64_t n, float scale)
         if (x[i] > max)
             max = x[i];
     }
-    const int64_t nv = n & ~(int64_t)15;
-    double sum = impl()->expsum16(x, x, max, nv);
-    for (int64_t i = nv; i < n; i++) {
-        x[i] = expf(x[i] - max);
-        sum += (double)x[i];
-    }
+    const double sum = bg_exp_sum(x, x, max, n);
     const float inv = (float)(1.0 / sum);
     for (int64_t i = 0; i < n; i++)
         x[i] *= inv;

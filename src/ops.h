@@ -59,6 +59,11 @@ float bg_delta_rule_row(float *row, const float *k, const float *q, float g, flo
 void bg_conv_causal(float *x, size_t x_stride, int64_t n_tok, float *hist, const float *w,
                     int64_t K, int64_t n_ch);
 
+/* y = exp(x - max) over n floats, returning their sum in double, as
+ * ggml_vec_soft_max_f32: 16 lanes at a time with its exp, expf for the
+ * tail. y may be x. */
+double bg_exp_sum(float *y, const float *x, float max, int64_t n);
+
 /* Softmax of x[0..n) scaled by `scale`, in place, as ggml's soft_max: exp
  * of 16 lanes at a time (expf for the tail), each group's lane sum added
  * to a double, then scaled by the float of 1/sum. */

@@ -14,7 +14,11 @@
  * order in the router, shared-expert gate and DeltaNet, fused
  * multiply-adds in the convolution and rope, the expert-weight sum in
  * double); an f32 KV cache is attended as llama.cpp does without flash
- * attention (full softmax, then V^T p as f32 dots); every weight format's
+ * attention (full softmax, then V^T p as f32 dots), an f16 one as its CPU
+ * flash attention does (one query at a time with V accumulated in f16, and
+ * from micro-batches of 64 tokens its tiled path's f32 accumulation and
+ * block-wise softmax: batched brigade then lands next to batched
+ * llama.cpp); every weight format's
  * dot product is bitwise llama.cpp's vec_dot (tests/oracle_kernels.c).
  * Every case lands at NMSE 0 where llama.cpp runs its AVX-512 build; the
  * bound leaves room for CPUs where it picks another (its AVX2 build's exp

@@ -314,7 +314,7 @@ static void check_f16_widened(void)
  * from independent parts, to the bit: the scores against a scalar widening
  * and the chosen f32 dot (check_f16_widened ties that to the f16 dot), the
  * accumulation against f16(y * ms) and f16(fma(v, vs, y)) on each element
- * in order. Rows lie apart in a wider cache row, head dims with and
+ * in order, and in f32 against fmaf. Rows lie apart in a wider cache row, head dims with and
  * without the SIMD kernels' multiples, every head count, accumulators that
  * overflow f16 or go subnormal. */
 static void check_attn_f16(void)
@@ -325,6 +325,7 @@ static void check_attn_f16(void)
     static float q[BG_ATTN_MAX_HEADS * MAX_D], row[MAX_D];
     static float ms[MAX_T * BG_ATTN_MAX_HEADS], vs[MAX_T * BG_ATTN_MAX_HEADS];
     static float got_s[BG_ATTN_MAX_HEADS * MAX_T];
+    static float acc32[BG_ATTN_MAX_HEADS * MAX_D], want32[BG_ATTN_MAX_HEADS * MAX_D];
     uint8_t rescale[MAX_T];
     const int dims[] = {2, 8, 24, 32, 40, 96, 128, 256, 264};
     const int counts[] = {1, 2, 7, 32, 37};
@@ -375,6 +376,20 @@ static void check_attn_f16(void)
                 CHECK(memcmp(acc, want, (size_t)nh * d * sizeof *acc) == 0,
                       "attention accumulation, d %d, %d heads, %d positions: differs from its "
                       "definition", d, nh, nt);
+                /* in f32: fma(v, p, acc) element by element, position by position */
+                for (int i = 0; i < nh * d; i++)
+                    acc32[i] = want32[i] = gauss();
+                for (int i = 0; i < nh * nt; i++)
+                    got_s[i] = (float)uniform() * (rep % 7 == 0 ? 1e-30f : 1.0f);
+                bg_attn_accumulate_f32(d, acc32, nh, v + 5, stride, nt, got_s);
+                for (int t = 0; t < nt; t++)
+                    for (int h = 0; h < nh; h++)
+                        for (int i = 0; i < d; i++)
+                            want32[h * d + i] = fmaf(bg_f16_to_f32(v[5 + t * STRIDE + i]),
+                                                     got_s[h * nt + t], want32[h * d + i]);
+                CHECK(memcmp(acc32, want32, (size_t)nh * d * sizeof *acc32) == 0,
+                      "attention accumulation in f32, d %d, %d heads, %d positions: differs from "
+                      "its definition", d, nh, nt);
             }
 }
 

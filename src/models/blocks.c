@@ -44,6 +44,7 @@ typedef struct attn_job {
     bool gated_q;
     float scale;
     int64_t heads_per_task; /* query heads of one KV head an attend_task takes */
+    bool f32_acc;           /* attend_heads_f32_acc: a micro-batch on f16 caches */
     uint64_t q_head_bytes, k_head_bytes, v_head_bytes; /* one head of a query (K's dot format), K, V */
 } attn_job;
 
@@ -148,6 +149,63 @@ static void attend_heads_f16(const attn_job *j, const uint8_t *k_cache, const ui
         bg_vec_f16_to_f32(D, o, acc16 + h * D);
         for (int64_t i = 0; i < D; i++)
             o[i] *= inv;
+    }
+}
+
+/* Micro-batches of this many tokens or more attend f16 caches as
+ * llama.cpp's CPU flash attention does them (its tiled path, from
+ * GGML_FA_TILE_Q query rows): attend_heads_f32_acc. */
+#define ATTN_F32_ACC_MIN_TOKENS 64
+
+/* Query heads of one token on f16 caches, with the arithmetic of
+ * llama.cpp's tiled CPU flash attention: f32 queries, each block's scores
+ * scaled, the running max moved once a block (the accumulator and sum
+ * rescaled by exp(old - new)), exp(score - max) over the block with ggml's
+ * vector exp and its sum in double, and V accumulated in f32 (not in f16
+ * as one token at a time). q is the token's f32 query heads, head after
+ * head. */
+static void attend_heads_f32_acc(const attn_job *j, const uint8_t *k_cache, const uint8_t *v_cache,
+                                 const float *q, int nh, int64_t kvh, uint32_t pos, float *out)
+{
+    const brigade_session *s = j->s;
+    const int64_t D = s->hp->head_dim;
+    float p[ATTN_GROUP * ATTN_BLOCK];
+    float S[ATTN_GROUP], M[ATTN_GROUP];
+    for (int h = 0; h < nh; h++)
+        S[h] = 0.0f, M[h] = -INFINITY;
+    memset(out, 0, (size_t)(nh * D) * sizeof *out);
+    const uint64_t n = (uint64_t)pos + 1;
+    for (uint64_t t0 = 0; t0 < n; t0 += ATTN_BLOCK) {
+        const int nt = n - t0 < ATTN_BLOCK ? (int)(n - t0) : ATTN_BLOCK;
+        const uint8_t *kt = k_cache + t0 * s->k_row_bytes + kvh * j->k_head_bytes;
+        const uint8_t *vt = v_cache + t0 * s->v_row_bytes + kvh * j->v_head_bytes;
+        bg_attn_scores_f16(D, (const uint16_t *)(const void *)kt, s->k_row_bytes, nt, q, nh, p);
+        for (int h = 0; h < nh; h++) {
+            float *row = p + h * nt, block_max = -INFINITY;
+            for (int t = 0; t < nt; t++) {
+                row[t] *= j->scale;
+                block_max = row[t] > block_max ? row[t] : block_max;
+            }
+            if (block_max == -INFINITY) { /* no weight here: scores overflowed */
+                memset(row, 0, (size_t)nt * sizeof *row);
+                continue;
+            }
+            const float m = fmaxf(M[h], block_max);
+            if (m > M[h]) {
+                const float ms = expf(M[h] - m);
+                for (int64_t i = 0; i < D; i++)
+                    out[h * D + i] *= ms;
+                S[h] *= ms;
+            }
+            M[h] = m;
+            S[h] = (float)((double)S[h] + bg_exp_sum(row, row, m, nt));
+        }
+        bg_attn_accumulate_f32(D, out, nh, (const uint16_t *)(const void *)vt, s->v_row_bytes, nt, p);
+    }
+    for (int h = 0; h < nh; h++) {
+        const float inv = S[h] == 0.0f ? 0.0f : 1.0f / S[h];
+        for (int64_t i = 0; i < D; i++)
+            out[h * D + i] *= inv;
     }
 }
 
@@ -306,6 +364,12 @@ static void attend_task(void *ctx, int64_t task, unsigned worker)
     const int64_t per = j->heads_per_task, first = task * per;
     const uint32_t i = (uint32_t)(first / H);
     const int64_t h = first % H;
+    if (j->f32_acc) {
+        attend_heads_f32_acc(j, bg_seq_k(s, j->st, s->tok_seq[i]), bg_seq_v(s, j->st, s->tok_seq[i]),
+                             s->q + i * s->q_width + h * D, (int)per, h / group, s->tok_pos[i],
+                             s->attn + i * s->a_width + h * D);
+        return;
+    }
     const uint8_t *qx = (const uint8_t *)s->xq + ((uint64_t)i * H + h) * j->q_head_bytes;
     attend_heads(j, bg_seq_k(s, j->st, s->tok_seq[i]), bg_seq_v(s, j->st, s->tok_seq[i]), qx,
                  (int)per, h / group, s->tok_pos[i], s->attn + i * s->a_width + h * D);
@@ -350,8 +414,10 @@ void bg_block_attention(brigade_session *s, uint32_t il, bool gated_q)
     bg_project(s, L->t[BG_ROLE_ATTN_K], s->xn, hp->n_embd, s->kv, kv_width);
     bg_project(s, L->t[BG_ROLE_ATTN_V], s->xn, hp->n_embd, s->kv + kv_dim, kv_width);
 
+    const bool f32_acc = s->type_k == BG_TYPE_F16 && s->type_v == BG_TYPE_F16 &&
+                         s->n_tok >= ATTN_F32_ACC_MIN_TOKENS;
     attn_job j = {s, L, &s->layers[il], gated_q, 1.0f / sqrtf((float)D), attn_heads_per_task(s),
-                  0, 0, 0};
+                  f32_acc, 0, 0, 0};
     bg_type_row_bytes(bg_quant_ops_get((bg_type)s->type_k)->dot_type, (uint64_t)D, &j.q_head_bytes);
     bg_type_row_bytes((bg_type)s->type_k, (uint64_t)D, &j.k_head_bytes);
     bg_type_row_bytes((bg_type)s->type_v, (uint64_t)D, &j.v_head_bytes);
