@@ -40,7 +40,9 @@ EOF
 
 # The same estimate from brigade's own pieces, put together here: the text's
 # ids (tokenize), each window's logits (eval), the second half scored in
-# Python, with llama-perplexity's error.
+# Python, with llama-perplexity's error. eval takes micro-batches of 32, as
+# perplexity's half windows of 64 come: from 64 tokens a micro-batch's
+# attention accumulates in f32 (llama.cpp's tiled path), other last bits.
 python3 - "$B" "$T" "$base_ppl" "$out" <<'EOF' && ok || bad "perplexity differs from tokenize + eval"
 import math, re, struct, subprocess, sys
 b, t, want, line = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
@@ -52,7 +54,7 @@ for c in range(len(ids) // n_ctx):
     w = ids[c * n_ctx:(c + 1) * n_ctx]
     open(t + "/w.txt", "w").write(" ".join(map(str, w)))
     subprocess.run([b, "eval", "-m", t + "/f32.gguf", "--tokens", t + "/w.txt", "--logits-out",
-                    t + "/w.bin", "-t", "2"], capture_output=True, check=True)
+                    t + "/w.bin", "-t", "2", "-ub", "32"], capture_output=True, check=True)
     d = open(t + "/w.bin", "rb").read()
     n_vocab = len(d) // 4 // n_ctx
     for j in range(n_ctx // 2, n_ctx - 1):
