@@ -297,7 +297,8 @@ static void attend_heads(const attn_job *j, const uint8_t *k_cache, const uint8_
  * cache: q split from its gate, QK-norm, rope at pos, and for quantized
  * caches the Hadamard rotation llama.cpp applies (it spreads outliers
  * before rounding; q and k rotate alike so q.k is kept, V's rotation is
- * undone on the output). The query's heads are then converted to K's dot
+ * undone on the output). Unless the micro-batch attends with f32
+ * queries (f32_acc), the query's heads are then converted to K's dot
  * format, as llama.cpp converts them once per row, into token i's part of
  * s->xq. */
 static void prepare_task(void *ctx, int64_t task, unsigned worker)
@@ -332,6 +333,8 @@ static void prepare_task(void *ctx, int64_t task, unsigned worker)
     /* converted as llama.cpp's copy into its cache converts */
     bg_quant_ops_get((bg_type)s->type_k)->quantize_activations(k, bg_seq_k(s, j->st, seq) + pos * s->k_row_bytes, kv_dim);
     bg_quant_ops_get((bg_type)s->type_v)->quantize_activations(v, bg_seq_v(s, j->st, seq) + pos * s->v_row_bytes, kv_dim);
+    if (j->f32_acc) /* attends with the f32 query */
+        return;
     const bg_quant_ops *qops = bg_quant_ops_get(bg_quant_ops_get((bg_type)s->type_k)->dot_type);
     uint8_t *qx = (uint8_t *)s->xq + (uint64_t)i * H * j->q_head_bytes;
     for (int64_t h = 0; h < H; h++)
