@@ -191,7 +191,9 @@ static struct {
                                 const uint8_t *rescale);
     void (*attn_accumulate_f32)(int64_t d, float *acc, int nh, const uint16_t *v, size_t v_stride,
                                 int nt, const float *p);
-} vec = {vec_mad_f16_scalar, vec_scale_f16_scalar, vec_f16_to_f32_scalar, NULL, NULL, NULL};
+    void (*attn_accumulate_f32_rows)(int64_t d, float *acc, int nh, const float *v, int nt,
+                                     const float *ms, const float *vs, const uint8_t *rescale);
+} vec = {vec_mad_f16_scalar, vec_scale_f16_scalar, vec_f16_to_f32_scalar, NULL, NULL, NULL, NULL};
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 
 /* The last variant listed within the cap is the fastest. */
@@ -246,6 +248,7 @@ static void choose_all(void)
         vec.f16_to_f32 = bg_vec_f16_to_f32_avx2;
         vec.attn_accumulate_f16 = bg_attn_accumulate_f16_avx2;
         vec.attn_accumulate_f32 = bg_attn_accumulate_f32_avx2;
+        vec.attn_accumulate_f32_rows = bg_attn_accumulate_f32_rows_avx2;
         /* its scores repeat the AVX2 f32 dot's summation */
         if (chosen[BG_TYPE_F32] == bg_dot_f32_avx2)
             vec.attn_scores_f16 = bg_attn_scores_f16_avx2;
@@ -363,4 +366,23 @@ void bg_attn_accumulate_f32(int64_t d, float *acc, int nh, const uint16_t *v, si
             for (int64_t i = 0; i < d; i++)
                 acc[h * d + i] = fmaf(bg_f16_to_f32(vt[i]), p[h * nt + t], acc[h * d + i]);
     }
+}
+
+void bg_attn_accumulate_f32_rows(int64_t d, float *acc, int nh, const float *v, int nt,
+                                 const float *ms, const float *vs, const uint8_t *rescale)
+{
+    pthread_once(&chosen_once, choose_all);
+    if (vec.attn_accumulate_f32_rows) {
+        vec.attn_accumulate_f32_rows(d, acc, nh, v, nt, ms, vs, rescale);
+        return;
+    }
+    for (int t = 0; t < nt; t++)
+        for (int h = 0; h < nh; h++) {
+            float *a = acc + h * d;
+            if (rescale[t])
+                for (int64_t i = 0; i < d; i++)
+                    a[i] *= ms[t * nh + h];
+            for (int64_t i = 0; i < d; i++)
+                a[i] += v[t * d + i] * vs[t * nh + h];
+        }
 }

@@ -114,6 +114,14 @@ void bg_attn_scores_f16(int64_t d, const uint16_t *k, size_t k_stride, int nt, c
                         int nh, float *out);
 void bg_attn_accumulate_f16(int64_t d, uint16_t *acc, int nh, const uint16_t *v, size_t v_stride,
                             int nt, const float *ms, const float *vs, const uint8_t *rescale);
+/* V rows already in f32 (row t at v + t * d, a quantized cache's rows
+ * dequantized), accumulated in f32 as llama.cpp's one-query flash
+ * attention does: for each position t in order and each head h, where
+ * rescale[t], acc + h * d *= ms[t * nh + h]; then each element adds
+ * v[t][i] * vs[t * nh + h], the product rounded first (no fused
+ * multiply-add). */
+void bg_attn_accumulate_f32_rows(int64_t d, float *acc, int nh, const float *v, int nt,
+                                 const float *ms, const float *vs, const uint8_t *rescale);
 /* V accumulated in f32: for each position t in order and each head h,
  * each element of acc + h * d takes fma(V row t, p[h * nt + t], itself). */
 void bg_attn_accumulate_f32(int64_t d, float *acc, int nh, const uint16_t *v, size_t v_stride,
@@ -146,6 +154,8 @@ void bg_attn_accumulate_f16_avx2(int64_t d, uint16_t *acc, int nh, const uint16_
                                  const uint8_t *rescale);
 void bg_attn_accumulate_f32_avx2(int64_t d, float *acc, int nh, const uint16_t *v,
                                  size_t v_stride, int nt, const float *p);
+void bg_attn_accumulate_f32_rows_avx2(int64_t d, float *acc, int nh, const float *v, int nt,
+                                      const float *ms, const float *vs, const uint8_t *rescale);
 void bg_dot_multi_q8_0_avx2(int64_t n, const void *w, const void *a, size_t a_stride, int na,
                             float *out);
 void bg_dot_multi_q4_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride, int na,

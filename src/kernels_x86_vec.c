@@ -271,4 +271,78 @@ AVX2 void bg_attn_accumulate_f32_avx2(int64_t d, float *acc, int nh, const uint1
                 acc[h * d + i] = __builtin_fmaf(bg_f16_to_f32(vt[i]), p[h * nt + t], acc[h * d + i]);
     }
 }
+/* 8 * NC elements (from element e) of NH heads' f32 accumulators over
+ * f32 V rows, in registers: a multiply where the position rescales, then
+ * a multiply and an add (rounded apart, as the scalar loop). */
+static inline AVX2 __attribute__((always_inline)) void
+accumulate_rows_x8(int64_t d, int64_t e, float *acc, int NH, int NC, const float *v, int nt,
+                   const float *ms, const float *vs, const uint8_t *rescale)
+{
+    __m256 a[BG_ATTN_MAX_HEADS][2];
+#pragma GCC unroll 8
+    for (int h = 0; h < NH; h++)
+#pragma GCC unroll 2
+        for (int c = 0; c < NC; c++)
+            a[h][c] = _mm256_loadu_ps(acc + h * d + e + 8 * c);
+    for (int t = 0; t < nt; t++) {
+        __m256 vt[2];
+#pragma GCC unroll 2
+        for (int c = 0; c < NC; c++)
+            vt[c] = _mm256_loadu_ps(v + t * d + e + 8 * c);
+        if (rescale[t]) {
+#pragma GCC unroll 8
+            for (int h = 0; h < NH; h++) {
+                const __m256 m = _mm256_broadcast_ss(ms + t * NH + h);
+#pragma GCC unroll 2
+                for (int c = 0; c < NC; c++)
+                    a[h][c] = _mm256_mul_ps(a[h][c], m);
+            }
+        }
+#pragma GCC unroll 8
+        for (int h = 0; h < NH; h++) {
+            const __m256 w = _mm256_broadcast_ss(vs + t * NH + h);
+#pragma GCC unroll 2
+            for (int c = 0; c < NC; c++)
+                a[h][c] = _mm256_add_ps(a[h][c], _mm256_mul_ps(vt[c], w));
+        }
+    }
+#pragma GCC unroll 8
+    for (int h = 0; h < NH; h++)
+#pragma GCC unroll 2
+        for (int c = 0; c < NC; c++)
+            _mm256_storeu_ps(acc + h * d + e + 8 * c, a[h][c]);
+}
+
+AVX2 void bg_attn_accumulate_f32_rows_avx2(int64_t d, float *acc, int nh, const float *v, int nt,
+                                           const float *ms, const float *vs,
+                                           const uint8_t *rescale)
+{
+    int64_t e = 0;
+    for (; nh <= 4 && e + 16 <= d; e += 16) {
+        switch (nh) {
+        case 1: accumulate_rows_x8(d, e, acc, 1, 2, v, nt, ms, vs, rescale); break;
+        case 2: accumulate_rows_x8(d, e, acc, 2, 2, v, nt, ms, vs, rescale); break;
+        case 3: accumulate_rows_x8(d, e, acc, 3, 2, v, nt, ms, vs, rescale); break;
+        default: accumulate_rows_x8(d, e, acc, 4, 2, v, nt, ms, vs, rescale); break;
+        }
+    }
+    for (; e + 8 <= d; e += 8) {
+        switch (nh) {
+#define NH_CASE(n)                                                                                 \
+    case n: accumulate_rows_x8(d, e, acc, n, 1, v, nt, ms, vs, rescale); break;
+            NH_CASE(1) NH_CASE(2) NH_CASE(3) NH_CASE(4) NH_CASE(5) NH_CASE(6) NH_CASE(7)
+            NH_CASE(8)
+#undef NH_CASE
+        default: break;
+        }
+    }
+    for (int t = 0; t < nt; t++)
+        for (int h = 0; h < nh; h++)
+            for (int64_t i = e; i < d; i++) {
+                float *y = acc + h * d + i;
+                if (rescale[t])
+                    *y *= ms[t * nh + h];
+                *y += v[t * d + i] * vs[t * nh + h];
+            }
+}
 #endif

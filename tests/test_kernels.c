@@ -314,7 +314,8 @@ static void check_f16_widened(void)
  * from independent parts, to the bit: the scores against a scalar widening
  * and the chosen f32 dot (check_f16_widened ties that to the f16 dot), the
  * accumulation against f16(y * ms) and f16(fma(v, vs, y)) on each element
- * in order, and in f32 against fmaf. Rows lie apart in a wider cache row, head dims with and
+ * in order, in f32 against fmaf, and over f32 rows against a multiply then
+ * an add. Rows lie apart in a wider cache row, head dims with and
  * without the SIMD kernels' multiples, every head count, accumulators that
  * overflow f16 or go subnormal. */
 static void check_attn_f16(void)
@@ -376,6 +377,25 @@ static void check_attn_f16(void)
                 CHECK(memcmp(acc, want, (size_t)nh * d * sizeof *acc) == 0,
                       "attention accumulation, d %d, %d heads, %d positions: differs from its "
                       "definition", d, nh, nt);
+                /* f32 rows, rescaled where asked, the product rounded before its add */
+                static float vrows[MAX_T * MAX_D];
+                for (int i = 0; i < nt * d; i++)
+                    vrows[i] = gauss() * vscale;
+                for (int i = 0; i < nh * d; i++)
+                    acc32[i] = want32[i] = gauss();
+                bg_attn_accumulate_f32_rows(d, acc32, nh, vrows, nt, ms, vs, rescale);
+                for (int t = 0; t < nt; t++)
+                    for (int h = 0; h < nh; h++)
+                        for (int i = 0; i < d; i++) {
+                            float *y = want32 + h * d + i;
+                            if (rescale[t])
+                                *y *= ms[t * nh + h];
+                            const float prod = vrows[t * d + i] * vs[t * nh + h];
+                            *y += prod;
+                        }
+                CHECK(memcmp(acc32, want32, (size_t)nh * d * sizeof *acc32) == 0,
+                      "attention accumulation of f32 rows, d %d, %d heads, %d positions: differs "
+                      "from its definition", d, nh, nt);
                 /* in f32: fma(v, p, acc) element by element, position by position */
                 for (int i = 0; i < nh * d; i++)
                     acc32[i] = want32[i] = gauss();

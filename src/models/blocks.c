@@ -48,8 +48,6 @@ typedef struct attn_job {
     uint64_t q_head_bytes, k_head_bytes, v_head_bytes; /* one head of a query (K's dot format), K, V */
 } attn_job;
 
-/* The largest head_dim hparams.c accepts. */
-#define MAX_HEAD_DIM 4096
 
 /* Positions up to which f32 caches take llama.cpp's plain attention
  * (attend_head_f32): its two rows of scratch live on the stack. */
@@ -84,73 +82,13 @@ static void attend_head_f32(const attn_job *j, const uint8_t *k_cache, const uin
 _Static_assert(ATTN_GROUP <= BG_ATTN_MAX_HEADS, "attention's block passes take a task's heads");
 #define ATTN_GROUP_FLOATS 8192
 
-/* Positions attend_heads_f16 takes at a time: a block's scores and its V
- * rows (16 KiB at head_dim 128) stay in L1 between the two passes. */
+/* Positions attention takes at a time: a block's scores and its V rows
+ * (16 KiB of f16 at head_dim 128) stay in L1 between the two passes. */
 #define ATTN_BLOCK 32
 
-/* attend_heads on f16 K and V caches, block by block: every score of the
- * block first (bg_attn_scores_f16), then each head's online-softmax steps
- * in position order, their exps called together, then V accumulated into
- * f16 (bg_attn_accumulate_f16). Each head gets the operations, values and
- * order of attend_heads' loop, so the same bits. */
-static void attend_heads_f16(const attn_job *j, const uint8_t *k_cache, const uint8_t *v_cache,
-                             const uint8_t *qx, int nh, int64_t kvh, uint32_t pos, float *out)
-{
-    const brigade_session *s = j->s;
-    const int64_t D = s->hp->head_dim;
-    float qf[ATTN_GROUP_FLOATS], sc[ATTN_GROUP * ATTN_BLOCK];
-    float ms[ATTN_BLOCK * ATTN_GROUP], vs[ATTN_BLOCK * ATTN_GROUP], ex[ATTN_BLOCK * ATTN_GROUP];
-    bool new_max[ATTN_BLOCK * ATTN_GROUP];
-    uint8_t rescale[ATTN_BLOCK];
-    uint16_t acc16[ATTN_GROUP_FLOATS];
-    float S[ATTN_GROUP], M[ATTN_GROUP];
-    for (int h = 0; h < nh; h++) {
-        S[h] = 0.0f, M[h] = -INFINITY;
-        bg_vec_f16_to_f32(D, qf + h * D, (const uint16_t *)(const void *)(qx + h * j->q_head_bytes));
-    }
-    memset(acc16, 0, (size_t)(nh * D) * sizeof *acc16);
-    const uint64_t n = (uint64_t)pos + 1;
-    for (uint64_t t0 = 0; t0 < n; t0 += ATTN_BLOCK) {
-        const int nt = n - t0 < ATTN_BLOCK ? (int)(n - t0) : ATTN_BLOCK;
-        const uint8_t *kt = k_cache + t0 * s->k_row_bytes + kvh * j->k_head_bytes;
-        const uint8_t *vt = v_cache + t0 * s->v_row_bytes + kvh * j->v_head_bytes;
-        bg_attn_scores_f16(D, (const uint16_t *)(const void *)kt, s->k_row_bytes, nt, qf, nh, sc);
-        /* the running max: a new one rescales by exp(old - new), else the
-         * position weighs exp(score - max) */
-        memset(rescale, 0, (size_t)nt);
-        for (int h = 0; h < nh; h++)
-            for (int t = 0; t < nt; t++) {
-                const float x = sc[h * nt + t] * j->scale;
-                const int i = t * nh + h;
-                new_max[i] = x > M[h];
-                if (new_max[i]) {
-                    ex[i] = M[h] - x;
-                    M[h] = x;
-                    rescale[t] = 1;
-                } else {
-                    ex[i] = x - M[h];
-                }
-            }
-        for (int i = 0; i < nt * nh; i++)
-            ex[i] = expf(ex[i]);
-        for (int t = 0; t < nt; t++)
-            for (int h = 0; h < nh; h++) {
-                const int i = t * nh + h;
-                ms[i] = new_max[i] ? ex[i] : 1.0f;
-                vs[i] = new_max[i] ? 1.0f : ex[i];
-                S[h] = S[h] * ms[i] + vs[i];
-            }
-        bg_attn_accumulate_f16(D, acc16, nh, (const uint16_t *)(const void *)vt, s->v_row_bytes, nt,
-                               ms, vs, rescale);
-    }
-    for (int h = 0; h < nh; h++) {
-        const float inv = S[h] == 0.0f ? 0.0f : 1.0f / S[h];
-        float *o = out + h * D;
-        bg_vec_f16_to_f32(D, o, acc16 + h * D);
-        for (int64_t i = 0; i < D; i++)
-            o[i] *= inv;
-    }
-}
+/* Floats of dequantized V rows a block of a quantized V cache keeps on
+ * the stack (fewer positions a block past head_dim 256). */
+#define ATTN_VROW_FLOATS 8192
 
 /* Micro-batches of this many tokens or more attend f16 caches as
  * llama.cpp's CPU flash attention does them (its tiled path, from
@@ -211,12 +149,17 @@ static void attend_heads_f32_acc(const attn_job *j, const uint8_t *k_cache, cons
 
 /* Query heads h0 .. h0 + nh - 1 of one token, all reading KV head kvh:
  * each one's attention over positions 0..pos of a sequence's cache, with
- * the arithmetic of llama.cpp's CPU flash attention: the query in the K
- * type's dot format (qx, head after head), scores s = (q . k) * scale, an
- * online softmax, and V accumulated in f32, or in f16 for an f16 V cache.
- * The heads share each position's K and V row: an f16 K row is widened to
- * f32 once and dotted with the widened queries, which is bitwise the f16
- * dot (kernels.h), and a quantized V row is dequantized once. */
+ * the arithmetic of llama.cpp's CPU flash attention one query at a time:
+ * the query in the K type's dot format (qx, head after head), scores
+ * s = (q . k) * scale, an online softmax position by position, and V
+ * accumulated in f32, or in f16 for an f16 V cache. It goes by blocks of
+ * positions: every score of the block first (f16 K: bg_attn_scores_f16,
+ * the K row widened once for all heads, which is bitwise the f16 dot;
+ * quantized K: the multi-row dot where there is one), then each head's
+ * softmax steps in position order with their exps called together, then
+ * V (f16: bg_attn_accumulate_f16; quantized: dequantized once a block,
+ * bg_attn_accumulate_f32_rows). Each head gets the operations, values and
+ * order of the position-by-position loop, so its bits. */
 static void attend_heads(const attn_job *j, const uint8_t *k_cache, const uint8_t *v_cache,
                          const uint8_t *qx, int nh, int64_t kvh, uint32_t pos, float *out)
 {
@@ -229,64 +172,89 @@ static void attend_heads(const attn_job *j, const uint8_t *k_cache, const uint8_
                             out + h * D);
         return;
     }
-    if (s->type_k == BG_TYPE_F16 && s->type_v == BG_TYPE_F16) {
-        attend_heads_f16(j, k_cache, v_cache, qx, nh, kvh, pos, out);
-        return;
-    }
+    const bool f16_k = s->type_k == BG_TYPE_F16, f16_v = s->type_v == BG_TYPE_F16;
+    const bg_dot_fn kdot = bg_kernel_dot((bg_type)s->type_k);
+    const bg_dot_multi_fn kdot_multi = bg_kernel_dot_multi((bg_type)s->type_k);
     const bg_quant_ops *vops = bg_quant_ops_get((bg_type)s->type_v);
-    const bool f16_k = s->type_k == BG_TYPE_F16, f16_acc = s->type_v == BG_TYPE_F16;
-    const bg_dot_fn kdot = bg_kernel_dot(f16_k ? BG_TYPE_F32 : (bg_type)s->type_k);
-    float qf[ATTN_GROUP_FLOATS], krow[MAX_HEAD_DIM], vrow[MAX_HEAD_DIM];
+    int64_t block = ATTN_BLOCK;
+    if (!f16_v && block * D > ATTN_VROW_FLOATS)
+        block = ATTN_VROW_FLOATS / D > 0 ? ATTN_VROW_FLOATS / D : 1;
+    float qf[ATTN_GROUP_FLOATS], sc[ATTN_GROUP * ATTN_BLOCK], vrows[ATTN_VROW_FLOATS];
+    float ms[ATTN_BLOCK * ATTN_GROUP], vs[ATTN_BLOCK * ATTN_GROUP], ex[ATTN_BLOCK * ATTN_GROUP];
+    bool new_max[ATTN_BLOCK * ATTN_GROUP];
+    uint8_t rescale[ATTN_BLOCK];
     uint16_t acc16[ATTN_GROUP_FLOATS];
     float S[ATTN_GROUP], M[ATTN_GROUP];
     for (int h = 0; h < nh; h++) {
         S[h] = 0.0f, M[h] = -INFINITY;
         if (f16_k)
             bg_vec_f16_to_f32(D, qf + h * D, (const uint16_t *)(const void *)(qx + h * j->q_head_bytes));
-        if (f16_acc)
-            memset(acc16 + h * D, 0, (size_t)D * sizeof *acc16);
-        else
-            memset(out + h * D, 0, (size_t)D * sizeof *out);
     }
-    for (uint32_t t = 0; t <= pos; t++) {
-        const uint8_t *kt = k_cache + t * s->k_row_bytes + kvh * j->k_head_bytes;
-        const uint8_t *vt = v_cache + t * s->v_row_bytes + kvh * j->v_head_bytes;
-        if (f16_k)
-            bg_vec_f16_to_f32(D, krow, (const uint16_t *)(const void *)kt);
-        if (!f16_acc)
-            vops->dequantize(vt, vrow, D);
-        for (int h = 0; h < nh; h++) {
-            const float sc = (f16_k ? kdot(D, krow, qf + h * D)
-                                    : kdot(D, kt, qx + h * j->q_head_bytes)) *
-                             j->scale;
-            uint16_t *a16 = acc16 + h * D;
-            float *a32 = out + h * D;
-            const float m_old = M[h];
-            float ms = 1.0f, vs = 1.0f;
-            if (sc > M[h]) {
-                M[h] = sc;
-                ms = expf(m_old - M[h]);
-                if (f16_acc)
-                    bg_vec_scale_f16(D, a16, ms);
-                else
-                    for (int64_t i = 0; i < D; i++)
-                        a32[i] *= ms;
-            } else {
-                vs = expf(sc - M[h]);
+    if (f16_v)
+        memset(acc16, 0, (size_t)(nh * D) * sizeof *acc16);
+    else
+        memset(out, 0, (size_t)(nh * D) * sizeof *out);
+    const uint64_t n = (uint64_t)pos + 1;
+    for (uint64_t t0 = 0; t0 < n; t0 += (uint64_t)block) {
+        const int nt = n - t0 < (uint64_t)block ? (int)(n - t0) : (int)block;
+        const uint8_t *kt = k_cache + t0 * s->k_row_bytes + kvh * j->k_head_bytes;
+        const uint8_t *vt = v_cache + t0 * s->v_row_bytes + kvh * j->v_head_bytes;
+        if (f16_k) {
+            bg_attn_scores_f16(D, (const uint16_t *)(const void *)kt, s->k_row_bytes, nt, qf, nh, sc);
+        } else {
+            for (int t = 0; t < nt; t++) {
+                const uint8_t *krow = kt + t * s->k_row_bytes;
+                for (int h = 0; h < nh; h += BG_DOT_MULTI) {
+                    const int na = nh - h < BG_DOT_MULTI ? nh - h : BG_DOT_MULTI;
+                    float d4[BG_DOT_MULTI];
+                    if (kdot_multi)
+                        kdot_multi(D, krow, qx + h * j->q_head_bytes, j->q_head_bytes, na, d4);
+                    else
+                        for (int a = 0; a < na; a++)
+                            d4[a] = kdot(D, krow, qx + (h + a) * j->q_head_bytes);
+                    for (int a = 0; a < na; a++)
+                        sc[(h + a) * nt + t] = d4[a];
+                }
             }
-            if (f16_acc) {
-                bg_vec_mad_f16(D, a16, (const uint16_t *)(const void *)vt, vs);
-            } else {
-                for (int64_t i = 0; i < D; i++)
-                    a32[i] += vrow[i] * vs;
+        }
+        /* the running max: a new one rescales by exp(old - new), else the
+         * position weighs exp(score - max) */
+        memset(rescale, 0, (size_t)nt);
+        for (int h = 0; h < nh; h++)
+            for (int t = 0; t < nt; t++) {
+                const float x = sc[h * nt + t] * j->scale;
+                const int i = t * nh + h;
+                new_max[i] = x > M[h];
+                if (new_max[i]) {
+                    ex[i] = M[h] - x;
+                    M[h] = x;
+                    rescale[t] = 1;
+                } else {
+                    ex[i] = x - M[h];
+                }
             }
-            S[h] = S[h] * ms + vs;
+        for (int i = 0; i < nt * nh; i++)
+            ex[i] = expf(ex[i]);
+        for (int t = 0; t < nt; t++)
+            for (int h = 0; h < nh; h++) {
+                const int i = t * nh + h;
+                ms[i] = new_max[i] ? ex[i] : 1.0f;
+                vs[i] = new_max[i] ? 1.0f : ex[i];
+                S[h] = S[h] * ms[i] + vs[i];
+            }
+        if (f16_v) {
+            bg_attn_accumulate_f16(D, acc16, nh, (const uint16_t *)(const void *)vt, s->v_row_bytes,
+                                   nt, ms, vs, rescale);
+        } else {
+            for (int t = 0; t < nt; t++)
+                vops->dequantize(vt + t * s->v_row_bytes, vrows + t * D, D);
+            bg_attn_accumulate_f32_rows(D, out, nh, vrows, nt, ms, vs, rescale);
         }
     }
     for (int h = 0; h < nh; h++) {
         const float inv = S[h] == 0.0f ? 0.0f : 1.0f / S[h];
         float *o = out + h * D;
-        if (f16_acc)
+        if (f16_v)
             bg_vec_f16_to_f32(D, o, acc16 + h * D);
         for (int64_t i = 0; i < D; i++)
             o[i] *= inv;
