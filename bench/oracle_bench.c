@@ -4,12 +4,13 @@
  *        n_ubatch N), logits of the last token only;
  *   tgN: N single-token decodes from an empty context;
  *   with -d D, D random tokens decoded first (in batches of up to 512,
- *   untimed), as llama-bench's -d and brigade bench's -d.
+ *   untimed), as llama-bench's -d and brigade bench's -d; -ctk/-ctv set
+ *   the KV cache types (f16, q8_0, q4_0; default f16).
  * Load time is excluded; one uncounted run of each test warms caches and
  * pages first. Tokens are random ids of the vocabulary.
  *
- * usage: oracle_bench MODEL [-p 512] [-n 128] [-d 0] [-t THREADS] [-r REPS]
- *                     [-ngl N] [--n-cpu-moe N]
+ * usage: oracle_bench MODEL [-p 512] [-n 128] [-d 0] [-ctk T] [-ctv T]
+ *                     [-t THREADS] [-r REPS] [-ngl N] [--n-cpu-moe N]
  * -ngl and --n-cpu-moe are llama.cpp's (layers offloaded; routed experts of
  * the first N layers kept in host memory) for a GPU build of the library
  * (scripts/gpu-check.sh); the CPU build ignores them.
@@ -17,6 +18,7 @@
  *   llama.cpp pp512 <tokens/s>
  *   llama.cpp tg128 <tokens/s>
  * (the name ends in "@dD" at a depth D). */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,10 +73,25 @@ static double run_once(struct llama_context *ctx, int32_t n_vocab, int depth, in
     return n / (now() - t0);
 }
 
+/* A KV cache type by llama.cpp's name for it. */
+static bool cache_type(const char *name, enum ggml_type *out)
+{
+    static const struct {
+        const char *name;
+        enum ggml_type type;
+    } known[] = {{"f16", GGML_TYPE_F16}, {"q8_0", GGML_TYPE_Q8_0}, {"q4_0", GGML_TYPE_Q4_0}};
+    for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+        if (!strcmp(name, known[i].name)) {
+            *out = known[i].type;
+            return true;
+        }
+    return false;
+}
+
 static int usage(void)
 {
-    fprintf(stderr, "usage: oracle_bench MODEL [-p N] [-n N] [-d N] [-t THREADS] [-r REPS] "
-                    "[-ngl N] [--n-cpu-moe N]\n");
+    fprintf(stderr, "usage: oracle_bench MODEL [-p N] [-n N] [-d N] [-ctk T] [-ctv T] "
+                    "[-t THREADS] [-r REPS] [-ngl N] [--n-cpu-moe N]\n");
     return 2;
 }
 
@@ -85,9 +102,16 @@ int main(int argc, char **argv)
     long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
     int n_prompt = 512, n_gen = 128, depth = 0, threads = n_cpu > 0 ? (int)n_cpu : 1, reps = 1;
     int ngl = -2, n_cpu_moe = 0; /* -2: the library's default */
+    enum ggml_type type_k = GGML_TYPE_F16, type_v = GGML_TYPE_F16;
     for (int i = 2; i < argc; i += 2) {
         if (i + 1 >= argc)
             return usage();
+        if (!strcmp(argv[i], "-ctk") || !strcmp(argv[i], "-ctv")) {
+            enum ggml_type *t = argv[i][3] == 'k' ? &type_k : &type_v;
+            if (!cache_type(argv[i + 1], t))
+                return usage();
+            continue;
+        }
         int v = atoi(argv[i + 1]);
         if (v < 0)
             return usage();
@@ -132,6 +156,7 @@ int main(int argc, char **argv)
         cp.n_batch = cp.n_ubatch = 512;
     cp.n_threads = cp.n_threads_batch = threads;
     cp.no_perf = true;
+    cp.type_k = type_k, cp.type_v = type_v;
     struct llama_context *ctx = llama_init_from_model(model, cp);
     int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
     int32_t *tokens = malloc(sizeof *tokens * ((size_t)depth + (size_t)n_prompt + (size_t)n_gen + 1));
