@@ -117,89 +117,126 @@ AVX2 void bg_attn_scores_f16_avx2(int64_t d, const uint16_t *k, size_t k_stride,
     }
 }
 
-/* 8 * NC elements (from element e) of NH heads' f16 accumulators over the
- * block's positions, held as floats that f16 represents exactly: each
- * step is bg_vec_scale_f16's multiply or bg_vec_mad_f16's fused
- * multiply-add on them, rounded to f16 as its store would. The rounding's
- * conversions bound it (two cycles a vector on Zen 3), given NH * NC
- * chains to hide their latency. */
+/* The three ways V is accumulated (kernels.h): into f16 accumulators by
+ * weights vs with rescales (ACC_F16), into f32 ones by weights p with
+ * fused multiply-adds (ACC_F32), and f32 rows into f32 accumulators with a
+ * multiply then an add (ACC_ROWS). */
+typedef enum { ACC_F16, ACC_F32, ACC_ROWS } acc_kind;
+
+typedef struct acc_args {
+    const uint8_t *v; /* row t at v + t * v_stride: f16, or f32 for ACC_ROWS */
+    size_t v_stride;
+    int nt;
+    const float *ms, *vs; /* [t * nh + h]; not for ACC_F32 */
+    const uint8_t *rescale;
+    const float *p; /* [h * nt + t]; ACC_F32 only */
+} acc_args;
+
+/* 8 * NC elements (from element e) of NH heads' accumulators over the
+ * block's positions, held in registers; f16 ones as floats that f16
+ * represents exactly, each step rounded to f16 as bg_vec_*_f16's store
+ * would. Those roundings' conversions bound ACC_F16 (two cycles a vector
+ * on Zen 3), given NH * NC chains to hide their latency. */
 static inline AVX2 __attribute__((always_inline)) void
-accumulate_x8(int64_t d, int64_t e, uint16_t *acc, int NH, int NC, const uint16_t *v,
-              size_t v_stride, int nt, const float *ms, const float *vs, const uint8_t *rescale)
+accumulate_x8(acc_kind K, int64_t d, int64_t e, void *acc, int NH, int NC, const acc_args *x)
 {
+    uint16_t *acc16 = acc;
+    float *acc32 = acc;
     __m256 a[BG_ATTN_MAX_HEADS][2];
 #pragma GCC unroll 8
     for (int h = 0; h < NH; h++)
 #pragma GCC unroll 2
         for (int c = 0; c < NC; c++)
-            a[h][c] = load_f16x8(acc + h * d + e + 8 * c);
-    for (int t = 0; t < nt; t++) {
-        const uint16_t *vrow = (const uint16_t *)(const void *)((const uint8_t *)v + t * v_stride) + e;
+            a[h][c] = K == ACC_F16 ? load_f16x8(acc16 + h * d + e + 8 * c)
+                                   : _mm256_loadu_ps(acc32 + h * d + e + 8 * c);
+    for (int t = 0; t < x->nt; t++) {
+        const uint8_t *row = x->v + t * x->v_stride;
         __m256 vt[2];
 #pragma GCC unroll 2
         for (int c = 0; c < NC; c++)
-            vt[c] = load_f16x8(vrow + 8 * c);
-        if (rescale[t]) {
+            vt[c] = K == ACC_ROWS ? _mm256_loadu_ps((const float *)(const void *)row + e + 8 * c)
+                                  : load_f16x8((const uint16_t *)(const void *)row + e + 8 * c);
+        if (K != ACC_F32 && x->rescale[t]) {
 #pragma GCC unroll 8
             for (int h = 0; h < NH; h++) {
-                const __m256 m = _mm256_set1_ps(ms[t * NH + h]);
+                const __m256 m = _mm256_broadcast_ss(x->ms + t * NH + h);
 #pragma GCC unroll 2
                 for (int c = 0; c < NC; c++)
-                    a[h][c] = round_f16x8(_mm256_mul_ps(a[h][c], m));
+                    a[h][c] = K == ACC_F16 ? round_f16x8(_mm256_mul_ps(a[h][c], m))
+                                           : _mm256_mul_ps(a[h][c], m);
             }
         }
 #pragma GCC unroll 8
         for (int h = 0; h < NH; h++) {
-            const __m256 w = _mm256_set1_ps(vs[t * NH + h]);
+            const __m256 w = _mm256_broadcast_ss(K == ACC_F32 ? x->p + h * x->nt + t
+                                                              : x->vs + t * NH + h);
 #pragma GCC unroll 2
             for (int c = 0; c < NC; c++)
-                a[h][c] = round_f16x8(_mm256_fmadd_ps(vt[c], w, a[h][c]));
+                a[h][c] = K == ACC_F16   ? round_f16x8(_mm256_fmadd_ps(vt[c], w, a[h][c]))
+                          : K == ACC_F32 ? _mm256_fmadd_ps(vt[c], w, a[h][c])
+                                         : _mm256_add_ps(a[h][c], _mm256_mul_ps(vt[c], w));
         }
     }
 #pragma GCC unroll 8
     for (int h = 0; h < NH; h++)
 #pragma GCC unroll 2
-        for (int c = 0; c < NC; c++)
-            _mm_storeu_si128((__m128i *)(void *)(acc + h * d + e + 8 * c),
-                             _mm256_cvtps_ph(a[h][c], TO_F16));
+        for (int c = 0; c < NC; c++) {
+            if (K == ACC_F16)
+                _mm_storeu_si128((__m128i *)(void *)(acc16 + h * d + e + 8 * c),
+                                 _mm256_cvtps_ph(a[h][c], TO_F16));
+            else
+                _mm256_storeu_ps(acc32 + h * d + e + 8 * c, a[h][c]);
+        }
 }
 
-/* The elements past the last multiple of 8, as bg_vec_*_f16_avx2's scalar
- * tails compute them. */
-static AVX2 void accumulate_tail(int64_t d, int64_t e, uint16_t *acc, int nh, const uint16_t *v,
-                                 size_t v_stride, int nt, const float *ms, const float *vs,
-                                 const uint8_t *rescale)
+/* Elements e.. of every head, one at a time, as the scalar loops (and
+ * bg_vec_*_f16_avx2's tails) compute them. */
+static AVX2 void accumulate_tail(acc_kind K, int64_t d, int64_t e, void *acc, int nh,
+                                 const acc_args *x)
 {
-    for (int t = 0; t < nt; t++) {
-        const uint16_t *vt = (const uint16_t *)(const void *)((const uint8_t *)v + t * v_stride);
+    for (int t = 0; t < x->nt; t++) {
+        const uint8_t *row = x->v + t * x->v_stride;
         for (int h = 0; h < nh; h++)
             for (int64_t i = e; i < d; i++) {
-                uint16_t *y = acc + h * d + i;
-                if (rescale[t])
-                    *y = bg_f32_to_f16(bg_f16_to_f32(*y) * ms[t * nh + h]);
-                *y = bg_f32_to_f16(__builtin_fmaf(bg_f16_to_f32(vt[i]), vs[t * nh + h], bg_f16_to_f32(*y)));
+                if (K == ACC_F32) {
+                    float *y = (float *)acc + h * d + i;
+                    *y = __builtin_fmaf(bg_f16_to_f32(((const uint16_t *)(const void *)row)[i]),
+                                        x->p[h * x->nt + t], *y);
+                } else if (K == ACC_ROWS) {
+                    float *y = (float *)acc + h * d + i;
+                    if (x->rescale[t])
+                        *y *= x->ms[t * nh + h];
+                    *y += ((const float *)(const void *)row)[i] * x->vs[t * nh + h];
+                } else {
+                    uint16_t *y = (uint16_t *)acc + h * d + i;
+                    const float w = x->vs[t * nh + h];
+                    if (x->rescale[t])
+                        *y = bg_f32_to_f16(bg_f16_to_f32(*y) * x->ms[t * nh + h]);
+                    *y = bg_f32_to_f16(__builtin_fmaf(
+                        bg_f16_to_f32(((const uint16_t *)(const void *)row)[i]), w,
+                        bg_f16_to_f32(*y)));
+                }
             }
     }
 }
 
-AVX2 void bg_attn_accumulate_f16_avx2(int64_t d, uint16_t *acc, int nh, const uint16_t *v,
-                                      size_t v_stride, int nt, const float *ms, const float *vs,
-                                      const uint8_t *rescale)
+/* Two vectors a head where that makes eight chains or fewer, else one. */
+static inline AVX2 __attribute__((always_inline)) void
+accumulate(acc_kind K, int64_t d, void *acc, int nh, const acc_args *x)
 {
     int64_t e = 0;
-    /* two vectors a head where that makes eight chains or fewer */
     for (; nh <= 4 && e + 16 <= d; e += 16) {
         switch (nh) {
-        case 1: accumulate_x8(d, e, acc, 1, 2, v, v_stride, nt, ms, vs, rescale); break;
-        case 2: accumulate_x8(d, e, acc, 2, 2, v, v_stride, nt, ms, vs, rescale); break;
-        case 3: accumulate_x8(d, e, acc, 3, 2, v, v_stride, nt, ms, vs, rescale); break;
-        default: accumulate_x8(d, e, acc, 4, 2, v, v_stride, nt, ms, vs, rescale); break;
+        case 1: accumulate_x8(K, d, e, acc, 1, 2, x); break;
+        case 2: accumulate_x8(K, d, e, acc, 2, 2, x); break;
+        case 3: accumulate_x8(K, d, e, acc, 3, 2, x); break;
+        default: accumulate_x8(K, d, e, acc, 4, 2, x); break;
         }
     }
     for (; e + 8 <= d; e += 8) {
         switch (nh) {
 #define NH_CASE(n)                                                                                 \
-    case n: accumulate_x8(d, e, acc, n, 1, v, v_stride, nt, ms, vs, rescale); break;
+    case n: accumulate_x8(K, d, e, acc, n, 1, x); break;
             NH_CASE(1) NH_CASE(2) NH_CASE(3) NH_CASE(4) NH_CASE(5) NH_CASE(6) NH_CASE(7)
             NH_CASE(8)
 #undef NH_CASE
@@ -207,142 +244,29 @@ AVX2 void bg_attn_accumulate_f16_avx2(int64_t d, uint16_t *acc, int nh, const ui
         }
     }
     if (e < d)
-        accumulate_tail(d, e, acc, nh, v, v_stride, nt, ms, vs, rescale);
+        accumulate_tail(K, d, e, acc, nh, x);
 }
-/* 8 * NC elements (from element e) of NH heads' f32 accumulators over the
- * block's positions, in registers: one fused multiply-add a position. */
-static inline AVX2 __attribute__((always_inline)) void
-accumulate_f32_x8(int64_t d, int64_t e, float *acc, int NH, int NC, const uint16_t *v,
-                  size_t v_stride, int nt, const float *p)
+
+AVX2 void bg_attn_accumulate_f16_avx2(int64_t d, uint16_t *acc, int nh, const uint16_t *v,
+                                      size_t v_stride, int nt, const float *ms, const float *vs,
+                                      const uint8_t *rescale)
 {
-    __m256 a[BG_ATTN_MAX_HEADS][2];
-#pragma GCC unroll 8
-    for (int h = 0; h < NH; h++)
-#pragma GCC unroll 2
-        for (int c = 0; c < NC; c++)
-            a[h][c] = _mm256_loadu_ps(acc + h * d + e + 8 * c);
-    for (int t = 0; t < nt; t++) {
-        const uint16_t *vrow = (const uint16_t *)(const void *)((const uint8_t *)v + t * v_stride) + e;
-        __m256 vt[2];
-#pragma GCC unroll 2
-        for (int c = 0; c < NC; c++)
-            vt[c] = load_f16x8(vrow + 8 * c);
-#pragma GCC unroll 8
-        for (int h = 0; h < NH; h++) {
-            const __m256 w = _mm256_broadcast_ss(p + h * nt + t);
-#pragma GCC unroll 2
-            for (int c = 0; c < NC; c++)
-                a[h][c] = _mm256_fmadd_ps(vt[c], w, a[h][c]);
-        }
-    }
-#pragma GCC unroll 8
-    for (int h = 0; h < NH; h++)
-#pragma GCC unroll 2
-        for (int c = 0; c < NC; c++)
-            _mm256_storeu_ps(acc + h * d + e + 8 * c, a[h][c]);
+    const acc_args x = {(const uint8_t *)v, v_stride, nt, ms, vs, rescale, NULL};
+    accumulate(ACC_F16, d, acc, nh, &x);
 }
 
 AVX2 void bg_attn_accumulate_f32_avx2(int64_t d, float *acc, int nh, const uint16_t *v,
                                       size_t v_stride, int nt, const float *p)
 {
-    int64_t e = 0;
-    for (; nh <= 4 && e + 16 <= d; e += 16) {
-        switch (nh) {
-        case 1: accumulate_f32_x8(d, e, acc, 1, 2, v, v_stride, nt, p); break;
-        case 2: accumulate_f32_x8(d, e, acc, 2, 2, v, v_stride, nt, p); break;
-        case 3: accumulate_f32_x8(d, e, acc, 3, 2, v, v_stride, nt, p); break;
-        default: accumulate_f32_x8(d, e, acc, 4, 2, v, v_stride, nt, p); break;
-        }
-    }
-    for (; e + 8 <= d; e += 8) {
-        switch (nh) {
-#define NH_CASE(n)                                                                                 \
-    case n: accumulate_f32_x8(d, e, acc, n, 1, v, v_stride, nt, p); break;
-            NH_CASE(1) NH_CASE(2) NH_CASE(3) NH_CASE(4) NH_CASE(5) NH_CASE(6) NH_CASE(7)
-            NH_CASE(8)
-#undef NH_CASE
-        default: break;
-        }
-    }
-    for (int t = 0; t < nt; t++) {
-        const uint16_t *vt = (const uint16_t *)(const void *)((const uint8_t *)v + t * v_stride);
-        for (int h = 0; h < nh; h++)
-            for (int64_t i = e; i < d; i++)
-                acc[h * d + i] = __builtin_fmaf(bg_f16_to_f32(vt[i]), p[h * nt + t], acc[h * d + i]);
-    }
-}
-/* 8 * NC elements (from element e) of NH heads' f32 accumulators over
- * f32 V rows, in registers: a multiply where the position rescales, then
- * a multiply and an add (rounded apart, as the scalar loop). */
-static inline AVX2 __attribute__((always_inline)) void
-accumulate_rows_x8(int64_t d, int64_t e, float *acc, int NH, int NC, const float *v, int nt,
-                   const float *ms, const float *vs, const uint8_t *rescale)
-{
-    __m256 a[BG_ATTN_MAX_HEADS][2];
-#pragma GCC unroll 8
-    for (int h = 0; h < NH; h++)
-#pragma GCC unroll 2
-        for (int c = 0; c < NC; c++)
-            a[h][c] = _mm256_loadu_ps(acc + h * d + e + 8 * c);
-    for (int t = 0; t < nt; t++) {
-        __m256 vt[2];
-#pragma GCC unroll 2
-        for (int c = 0; c < NC; c++)
-            vt[c] = _mm256_loadu_ps(v + t * d + e + 8 * c);
-        if (rescale[t]) {
-#pragma GCC unroll 8
-            for (int h = 0; h < NH; h++) {
-                const __m256 m = _mm256_broadcast_ss(ms + t * NH + h);
-#pragma GCC unroll 2
-                for (int c = 0; c < NC; c++)
-                    a[h][c] = _mm256_mul_ps(a[h][c], m);
-            }
-        }
-#pragma GCC unroll 8
-        for (int h = 0; h < NH; h++) {
-            const __m256 w = _mm256_broadcast_ss(vs + t * NH + h);
-#pragma GCC unroll 2
-            for (int c = 0; c < NC; c++)
-                a[h][c] = _mm256_add_ps(a[h][c], _mm256_mul_ps(vt[c], w));
-        }
-    }
-#pragma GCC unroll 8
-    for (int h = 0; h < NH; h++)
-#pragma GCC unroll 2
-        for (int c = 0; c < NC; c++)
-            _mm256_storeu_ps(acc + h * d + e + 8 * c, a[h][c]);
+    const acc_args x = {(const uint8_t *)v, v_stride, nt, NULL, NULL, NULL, p};
+    accumulate(ACC_F32, d, acc, nh, &x);
 }
 
 AVX2 void bg_attn_accumulate_f32_rows_avx2(int64_t d, float *acc, int nh, const float *v, int nt,
                                            const float *ms, const float *vs,
                                            const uint8_t *rescale)
 {
-    int64_t e = 0;
-    for (; nh <= 4 && e + 16 <= d; e += 16) {
-        switch (nh) {
-        case 1: accumulate_rows_x8(d, e, acc, 1, 2, v, nt, ms, vs, rescale); break;
-        case 2: accumulate_rows_x8(d, e, acc, 2, 2, v, nt, ms, vs, rescale); break;
-        case 3: accumulate_rows_x8(d, e, acc, 3, 2, v, nt, ms, vs, rescale); break;
-        default: accumulate_rows_x8(d, e, acc, 4, 2, v, nt, ms, vs, rescale); break;
-        }
-    }
-    for (; e + 8 <= d; e += 8) {
-        switch (nh) {
-#define NH_CASE(n)                                                                                 \
-    case n: accumulate_rows_x8(d, e, acc, n, 1, v, nt, ms, vs, rescale); break;
-            NH_CASE(1) NH_CASE(2) NH_CASE(3) NH_CASE(4) NH_CASE(5) NH_CASE(6) NH_CASE(7)
-            NH_CASE(8)
-#undef NH_CASE
-        default: break;
-        }
-    }
-    for (int t = 0; t < nt; t++)
-        for (int h = 0; h < nh; h++)
-            for (int64_t i = e; i < d; i++) {
-                float *y = acc + h * d + i;
-                if (rescale[t])
-                    *y *= ms[t * nh + h];
-                *y += v[t * d + i] * vs[t * nh + h];
-            }
+    const acc_args x = {(const uint8_t *)v, (size_t)d * sizeof *v, nt, ms, vs, rescale, NULL};
+    accumulate(ACC_ROWS, d, acc, nh, &x);
 }
 #endif
