@@ -62,56 +62,75 @@ static inline AVX2 __m256 round_f16x8(__m256 x)
     return _mm256_cvtph_ps(_mm256_cvtps_ph(x, TO_F16));
 }
 
-/* Scores of one K row (d a multiple of 32) against NH heads' queries, as
- * bg_dot_f32_avx2 sums: four accumulators over 32-float steps, then
- * (acc0 + acc1) + (acc2 + acc3). Accumulators 0 and 1 run first and are
- * summed, then 2 and 3, so that the heads' eight chains fit in registers
- * with the two K vectors they share. */
+/* Scores of NR K rows (d a multiple of 32, k_stride bytes apart) against
+ * NH heads' queries, NR * NH <= 4, as bg_dot_f32_avx2 sums each pair:
+ * four accumulators over 32-float steps, then (acc0 + acc1) + (acc2 +
+ * acc3). Accumulators 0 and 1 run first and are summed, then 2 and 3, so
+ * that eight chains fit in registers with the K vectors the heads share;
+ * fewer heads take more rows to keep eight chains. */
+/* Accumulators (one per row and head) of the 16 floats from j of each
+ * 32-float step: a takes j..j+7, b the next 8. */
 static inline AVX2 __attribute__((always_inline)) void
-scores_row(int64_t d, const uint16_t *k, const float *q, int NH, float *out, int nt)
+scores_step(int64_t d, int64_t j, const uint16_t *k, size_t k_stride, int NR, const float *q,
+            int NH, __m256 *a, __m256 *b)
+{
+    for (int64_t i = j; i < d; i += 32) {
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) {
+            const uint16_t *kr = (const uint16_t *)(const void *)((const uint8_t *)k + r * k_stride);
+            const __m256 k0 = load_f16x8(kr + i), k1 = load_f16x8(kr + i + 8);
+#pragma GCC unroll 4
+            for (int h = 0; h < NH; h++) {
+                a[r * NH + h] = _mm256_fmadd_ps(k0, _mm256_loadu_ps(q + h * d + i), a[r * NH + h]);
+                b[r * NH + h] = _mm256_fmadd_ps(k1, _mm256_loadu_ps(q + h * d + i + 8), b[r * NH + h]);
+            }
+        }
+    }
+}
+
+static inline AVX2 __attribute__((always_inline)) void
+scores_rows(int64_t d, const uint16_t *k, size_t k_stride, int NR, const float *q, int NH,
+            float *out, int nt)
 {
     __m256 a[4], b[4], lo[4];
 #pragma GCC unroll 4
-    for (int h = 0; h < NH; h++)
-        a[h] = b[h] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < d; i += 32) {
-        const __m256 k0 = load_f16x8(k + i), k1 = load_f16x8(k + i + 8);
+    for (int p = 0; p < NR * NH; p++)
+        a[p] = b[p] = _mm256_setzero_ps();
+    scores_step(d, 0, k, k_stride, NR, q, NH, a, b);
 #pragma GCC unroll 4
-        for (int h = 0; h < NH; h++) {
-            a[h] = _mm256_fmadd_ps(k0, _mm256_loadu_ps(q + h * d + i), a[h]);
-            b[h] = _mm256_fmadd_ps(k1, _mm256_loadu_ps(q + h * d + i + 8), b[h]);
-        }
+    for (int p = 0; p < NR * NH; p++) {
+        lo[p] = _mm256_add_ps(a[p], b[p]);
+        a[p] = b[p] = _mm256_setzero_ps();
     }
+    scores_step(d, 16, k, k_stride, NR, q, NH, a, b);
 #pragma GCC unroll 4
-    for (int h = 0; h < NH; h++) {
-        lo[h] = _mm256_add_ps(a[h], b[h]);
-        a[h] = b[h] = _mm256_setzero_ps();
-    }
-    for (int64_t i = 0; i < d; i += 32) {
-        const __m256 k2 = load_f16x8(k + i + 16), k3 = load_f16x8(k + i + 24);
-#pragma GCC unroll 4
-        for (int h = 0; h < NH; h++) {
-            a[h] = _mm256_fmadd_ps(k2, _mm256_loadu_ps(q + h * d + i + 16), a[h]);
-            b[h] = _mm256_fmadd_ps(k3, _mm256_loadu_ps(q + h * d + i + 24), b[h]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int h = 0; h < NH; h++)
-        out[h * nt] = kq_hsum(_mm256_add_ps(lo[h], _mm256_add_ps(a[h], b[h])));
+    for (int p = 0; p < NR * NH; p++)
+        out[(p % NH) * nt + p / NH] = kq_hsum(_mm256_add_ps(lo[p], _mm256_add_ps(a[p], b[p])));
 }
 
 AVX2 void bg_attn_scores_f16_avx2(int64_t d, const uint16_t *k, size_t k_stride, int nt,
                                   const float *q, int nh, float *out)
 {
-    for (int t = 0; t < nt; t++) {
+    int t = 0;
+    if (nh <= 2) { /* several rows at a time */
+        const int nr = nh == 1 ? 4 : 2;
+        for (; t + nr <= nt; t += nr) {
+            const uint16_t *kt = (const uint16_t *)(const void *)((const uint8_t *)k + t * k_stride);
+            if (nh == 1)
+                scores_rows(d, kt, k_stride, 4, q, 1, out + t, nt);
+            else
+                scores_rows(d, kt, k_stride, 2, q, 2, out + t, nt);
+        }
+    }
+    for (; t < nt; t++) {
         const uint16_t *kt = (const uint16_t *)(const void *)((const uint8_t *)k + t * k_stride);
         int h = 0;
         for (; h + 4 <= nh; h += 4)
-            scores_row(d, kt, q + h * d, 4, out + h * nt + t, nt);
+            scores_rows(d, kt, k_stride, 1, q + h * d, 4, out + h * nt + t, nt);
         switch (nh - h) {
-        case 3: scores_row(d, kt, q + h * d, 3, out + h * nt + t, nt); break;
-        case 2: scores_row(d, kt, q + h * d, 2, out + h * nt + t, nt); break;
-        case 1: scores_row(d, kt, q + h * d, 1, out + h * nt + t, nt); break;
+        case 3: scores_rows(d, kt, k_stride, 1, q + h * d, 3, out + h * nt + t, nt); break;
+        case 2: scores_rows(d, kt, k_stride, 1, q + h * d, 2, out + h * nt + t, nt); break;
+        case 1: scores_rows(d, kt, k_stride, 1, q + h * d, 1, out + h * nt + t, nt); break;
         default: break;
         }
     }
@@ -132,7 +151,7 @@ typedef struct acc_args {
     const float *p; /* [h * nt + t]; ACC_F32 only */
 } acc_args;
 
-/* 8 * NC elements (from element e) of NH heads' accumulators over the
+/* 8 * NC (NC <= 4) elements from element e of NH heads' accumulators over the
  * block's positions, held in registers; f16 ones as floats that f16
  * represents exactly, each step rounded to f16 as bg_vec_*_f16's store
  * would. Those roundings' conversions bound ACC_F16 (two cycles a vector
@@ -142,17 +161,17 @@ accumulate_x8(acc_kind K, int64_t d, int64_t e, void *acc, int NH, int NC, const
 {
     uint16_t *acc16 = acc;
     float *acc32 = acc;
-    __m256 a[BG_ATTN_MAX_HEADS][2];
+    __m256 a[BG_ATTN_MAX_HEADS][4];
 #pragma GCC unroll 8
     for (int h = 0; h < NH; h++)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int c = 0; c < NC; c++)
             a[h][c] = K == ACC_F16 ? load_f16x8(acc16 + h * d + e + 8 * c)
                                    : _mm256_loadu_ps(acc32 + h * d + e + 8 * c);
     for (int t = 0; t < x->nt; t++) {
         const uint8_t *row = x->v + t * x->v_stride;
-        __m256 vt[2];
-#pragma GCC unroll 2
+        __m256 vt[4];
+#pragma GCC unroll 4
         for (int c = 0; c < NC; c++)
             vt[c] = K == ACC_ROWS ? _mm256_loadu_ps((const float *)(const void *)row + e + 8 * c)
                                   : load_f16x8((const uint16_t *)(const void *)row + e + 8 * c);
@@ -160,7 +179,7 @@ accumulate_x8(acc_kind K, int64_t d, int64_t e, void *acc, int NH, int NC, const
 #pragma GCC unroll 8
             for (int h = 0; h < NH; h++) {
                 const __m256 m = _mm256_broadcast_ss(x->ms + t * NH + h);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
                 for (int c = 0; c < NC; c++)
                     a[h][c] = K == ACC_F16 ? round_f16x8(_mm256_mul_ps(a[h][c], m))
                                            : _mm256_mul_ps(a[h][c], m);
@@ -170,7 +189,7 @@ accumulate_x8(acc_kind K, int64_t d, int64_t e, void *acc, int NH, int NC, const
         for (int h = 0; h < NH; h++) {
             const __m256 w = _mm256_broadcast_ss(K == ACC_F32 ? x->p + h * x->nt + t
                                                               : x->vs + t * NH + h);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
             for (int c = 0; c < NC; c++)
                 a[h][c] = K == ACC_F16   ? round_f16x8(_mm256_fmadd_ps(vt[c], w, a[h][c]))
                           : K == ACC_F32 ? _mm256_fmadd_ps(vt[c], w, a[h][c])
@@ -179,7 +198,7 @@ accumulate_x8(acc_kind K, int64_t d, int64_t e, void *acc, int NH, int NC, const
     }
 #pragma GCC unroll 8
     for (int h = 0; h < NH; h++)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int c = 0; c < NC; c++) {
             if (K == ACC_F16)
                 _mm_storeu_si128((__m128i *)(void *)(acc16 + h * d + e + 8 * c),
@@ -220,11 +239,18 @@ static AVX2 void accumulate_tail(acc_kind K, int64_t d, int64_t e, void *acc, in
     }
 }
 
-/* Two vectors a head where that makes eight chains or fewer, else one. */
+/* As many vectors a head (four, two or one) as make eight chains or
+ * fewer. */
 static inline AVX2 __attribute__((always_inline)) void
 accumulate(acc_kind K, int64_t d, void *acc, int nh, const acc_args *x)
 {
     int64_t e = 0;
+    for (; nh <= 2 && e + 32 <= d; e += 32) {
+        if (nh == 1)
+            accumulate_x8(K, d, e, acc, 1, 4, x);
+        else
+            accumulate_x8(K, d, e, acc, 2, 4, x);
+    }
     for (; nh <= 4 && e + 16 <= d; e += 16) {
         switch (nh) {
         case 1: accumulate_x8(K, d, e, acc, 1, 2, x); break;
