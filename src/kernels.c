@@ -175,6 +175,19 @@ static void vec_f16_to_f32_scalar(int64_t n, float *y, const uint16_t *x)
         y[i] = bg_f16_to_f32(x[i]);
 }
 
+/* The definitions in kernels.h's attention passes, one head and one
+ * position at a time (below): the fallbacks of the SIMD versions. */
+static void attn_scores_f16_each(int64_t d, const uint16_t *k, size_t k_stride, int nt,
+                                 const float *q, int nh, float *out);
+static void attn_accumulate_f16_each(int64_t d, uint16_t *acc, int nh, const uint16_t *v,
+                                     size_t v_stride, int nt, const float *ms, const float *vs,
+                                     const uint8_t *rescale);
+static void attn_accumulate_f32_each(int64_t d, float *acc, int nh, const uint16_t *v,
+                                     size_t v_stride, int nt, const float *p);
+static void attn_accumulate_f32_rows_each(int64_t d, float *acc, int nh, const float *v, int nt,
+                                          const float *ms, const float *vs,
+                                          const uint8_t *rescale);
+
 static bg_dot_fn chosen[BG_TYPE_COUNT];
 static bg_dot_multi_fn chosen_multi[BG_TYPE_COUNT];
 static bg_quantize_fn chosen_quantize[BG_TYPE_COUNT];
@@ -183,7 +196,6 @@ static struct {
     void (*mad_f16)(int64_t n, uint16_t *y, const uint16_t *x, float s);
     void (*scale_f16)(int64_t n, uint16_t *y, float s);
     void (*f16_to_f32)(int64_t n, float *y, const uint16_t *x);
-    /* NULL: the definitions' loops (attn_*_f16_each) */
     void (*attn_scores_f16)(int64_t d, const uint16_t *k, size_t k_stride, int nt, const float *q,
                             int nh, float *out);
     void (*attn_accumulate_f16)(int64_t d, uint16_t *acc, int nh, const uint16_t *v,
@@ -193,7 +205,9 @@ static struct {
                                 int nt, const float *p);
     void (*attn_accumulate_f32_rows)(int64_t d, float *acc, int nh, const float *v, int nt,
                                      const float *ms, const float *vs, const uint8_t *rescale);
-} vec = {vec_mad_f16_scalar, vec_scale_f16_scalar, vec_f16_to_f32_scalar, NULL, NULL, NULL, NULL};
+} vec = {vec_mad_f16_scalar,   vec_scale_f16_scalar,     vec_f16_to_f32_scalar,
+       attn_scores_f16_each, attn_accumulate_f16_each, attn_accumulate_f32_each,
+       attn_accumulate_f32_rows_each};
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 
 /* The last variant listed within the cap is the fastest. */
@@ -306,7 +320,6 @@ void bg_vec_f16_to_f32(int64_t n, float *y, const uint16_t *x)
     vec.f16_to_f32(n, y, x);
 }
 
-/* The definitions in kernels.h, one head and one position at a time. */
 static void attn_scores_f16_each(int64_t d, const uint16_t *k, size_t k_stride, int nt,
                                  const float *q, int nh, float *out)
 {
@@ -332,34 +345,9 @@ static void attn_accumulate_f16_each(int64_t d, uint16_t *acc, int nh, const uin
     }
 }
 
-void bg_attn_scores_f16(int64_t d, const uint16_t *k, size_t k_stride, int nt, const float *q,
-                        int nh, float *out)
+static void attn_accumulate_f32_each(int64_t d, float *acc, int nh, const uint16_t *v,
+                                     size_t v_stride, int nt, const float *p)
 {
-    pthread_once(&chosen_once, choose_all);
-    if (vec.attn_scores_f16 && d % 32 == 0)
-        vec.attn_scores_f16(d, k, k_stride, nt, q, nh, out);
-    else
-        attn_scores_f16_each(d, k, k_stride, nt, q, nh, out);
-}
-
-void bg_attn_accumulate_f16(int64_t d, uint16_t *acc, int nh, const uint16_t *v, size_t v_stride,
-                            int nt, const float *ms, const float *vs, const uint8_t *rescale)
-{
-    pthread_once(&chosen_once, choose_all);
-    if (vec.attn_accumulate_f16)
-        vec.attn_accumulate_f16(d, acc, nh, v, v_stride, nt, ms, vs, rescale);
-    else
-        attn_accumulate_f16_each(d, acc, nh, v, v_stride, nt, ms, vs, rescale);
-}
-
-void bg_attn_accumulate_f32(int64_t d, float *acc, int nh, const uint16_t *v, size_t v_stride,
-                            int nt, const float *p)
-{
-    pthread_once(&chosen_once, choose_all);
-    if (vec.attn_accumulate_f32) {
-        vec.attn_accumulate_f32(d, acc, nh, v, v_stride, nt, p);
-        return;
-    }
     for (int t = 0; t < nt; t++) {
         const uint16_t *vt = (const uint16_t *)(const void *)((const uint8_t *)v + t * v_stride);
         for (int h = 0; h < nh; h++)
@@ -368,14 +356,10 @@ void bg_attn_accumulate_f32(int64_t d, float *acc, int nh, const uint16_t *v, si
     }
 }
 
-void bg_attn_accumulate_f32_rows(int64_t d, float *acc, int nh, const float *v, int nt,
-                                 const float *ms, const float *vs, const uint8_t *rescale)
+static void attn_accumulate_f32_rows_each(int64_t d, float *acc, int nh, const float *v, int nt,
+                                          const float *ms, const float *vs,
+                                          const uint8_t *rescale)
 {
-    pthread_once(&chosen_once, choose_all);
-    if (vec.attn_accumulate_f32_rows) {
-        vec.attn_accumulate_f32_rows(d, acc, nh, v, nt, ms, vs, rescale);
-        return;
-    }
     for (int t = 0; t < nt; t++)
         for (int h = 0; h < nh; h++) {
             float *a = acc + h * d;
@@ -385,4 +369,32 @@ void bg_attn_accumulate_f32_rows(int64_t d, float *acc, int nh, const float *v, 
             for (int64_t i = 0; i < d; i++)
                 a[i] += v[t * d + i] * vs[t * nh + h];
         }
+}
+
+void bg_attn_scores_f16(int64_t d, const uint16_t *k, size_t k_stride, int nt, const float *q,
+                        int nh, float *out)
+{
+    pthread_once(&chosen_once, choose_all);
+    (d % 32 == 0 ? vec.attn_scores_f16 : attn_scores_f16_each)(d, k, k_stride, nt, q, nh, out);
+}
+
+void bg_attn_accumulate_f16(int64_t d, uint16_t *acc, int nh, const uint16_t *v, size_t v_stride,
+                            int nt, const float *ms, const float *vs, const uint8_t *rescale)
+{
+    pthread_once(&chosen_once, choose_all);
+    vec.attn_accumulate_f16(d, acc, nh, v, v_stride, nt, ms, vs, rescale);
+}
+
+void bg_attn_accumulate_f32(int64_t d, float *acc, int nh, const uint16_t *v, size_t v_stride,
+                            int nt, const float *p)
+{
+    pthread_once(&chosen_once, choose_all);
+    vec.attn_accumulate_f32(d, acc, nh, v, v_stride, nt, p);
+}
+
+void bg_attn_accumulate_f32_rows(int64_t d, float *acc, int nh, const float *v, int nt,
+                                 const float *ms, const float *vs, const uint8_t *rescale)
+{
+    pthread_once(&chosen_once, choose_all);
+    vec.attn_accumulate_f32_rows(d, acc, nh, v, nt, ms, vs, rescale);
 }

@@ -90,6 +90,17 @@ _Static_assert(ATTN_GROUP <= BG_ATTN_MAX_HEADS, "attention's block passes take a
  * the stack (fewer positions a block past head_dim 256). */
 #define ATTN_VROW_FLOATS 8192
 
+/* Each head's weighted sum of V rows divided by its sum of weights (0
+ * where nothing weighed), as llama.cpp's flash attention ends. */
+static void divide_by_sums(float *out, int nh, int64_t D, const float *S)
+{
+    for (int h = 0; h < nh; h++) {
+        const float inv = S[h] == 0.0f ? 0.0f : 1.0f / S[h];
+        for (int64_t i = 0; i < D; i++)
+            out[h * D + i] *= inv;
+    }
+}
+
 /* Micro-batches of this many tokens or more attend f16 caches as
  * llama.cpp's CPU flash attention does them (its tiled path, from
  * GGML_FA_TILE_Q query rows): attend_heads_f32_acc. */
@@ -140,11 +151,7 @@ static void attend_heads_f32_acc(const attn_job *j, const uint8_t *k_cache, cons
         }
         bg_attn_accumulate_f32(D, out, nh, (const uint16_t *)(const void *)vt, s->v_row_bytes, nt, p);
     }
-    for (int h = 0; h < nh; h++) {
-        const float inv = S[h] == 0.0f ? 0.0f : 1.0f / S[h];
-        for (int64_t i = 0; i < D; i++)
-            out[h * D + i] *= inv;
-    }
+    divide_by_sums(out, nh, D, S);
 }
 
 /* Query heads h0 .. h0 + nh - 1 of one token, all reading KV head kvh:
@@ -251,14 +258,9 @@ static void attend_heads(const attn_job *j, const uint8_t *k_cache, const uint8_
             bg_attn_accumulate_f32_rows(D, out, nh, vrows, nt, ms, vs, rescale);
         }
     }
-    for (int h = 0; h < nh; h++) {
-        const float inv = S[h] == 0.0f ? 0.0f : 1.0f / S[h];
-        float *o = out + h * D;
-        if (f16_v)
-            bg_vec_f16_to_f32(D, o, acc16 + h * D);
-        for (int64_t i = 0; i < D; i++)
-            o[i] *= inv;
-    }
+    if (f16_v)
+        bg_vec_f16_to_f32(nh * D, out, acc16);
+    divide_by_sums(out, nh, D, S);
 }
 
 /* Prepares token i's query, key and value and stores K and V in the
