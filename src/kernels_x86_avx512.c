@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "kernels_x86_kquant.h"
+#include "kernels_x86_prefetch.h"
 #include "quant.h"
 
 #define BG_AVX512                                                                          \
@@ -103,6 +104,7 @@ BG_AVX512 static inline float k_dot256(int64_t n, const uint8_t *w, size_t bytes
 {
     kq_sums s = {_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f};
     for (int64_t b = 0; b < n / BG_QK_K; b++, w += bytes, y++) {
+        bg_prefetch_ahead(w, bytes);
         __m128i mins;
         const __m256i sc = kq_scales(w + offsetof(bg_block_q4_K, scales), &mins);
         const uint8_t *qs = w + qs_off;
@@ -168,6 +170,7 @@ BG_AVX512 static inline void k_dot256_multi(int64_t n, const uint8_t *w, size_t 
     for (int t = 0; t < na; t++)
         s[t] = (kq_sums){_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f};
     for (int64_t b = 0; b < n / BG_QK_K; b++, w += bytes) {
+        bg_prefetch_ahead(w, bytes);
         k_unpacked u;
         k_unpack(w, qh_off, qs_off, &u);
         const float wd = kq_block_d(w), wdmin = kq_block_dmin(w);
@@ -231,6 +234,7 @@ BG_AVX512 float bg_dot_q6_K_avx512(int64_t n, const void *w, const void *a)
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / BG_QK_K; b++, x++, y++) {
+        bg_prefetch_ahead(x, sizeof *x);
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
         const __m256i corr = _mm256_madd_epi16(loadu256(y->bsums), sc16);
         const __m512i sc = _mm512_castsi256_si512(sc16);
@@ -267,6 +271,7 @@ BG_AVX512 void bg_dot_multi_q6_K_avx512(int64_t n, const void *w, const void *a,
     for (int t = 0; t < na; t++)
         acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / BG_QK_K; b++, x++) {
+        bg_prefetch_ahead(x, sizeof *x);
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
         const __m512i sc = _mm512_castsi256_si512(sc16);
         __m512i q[4], s[4];

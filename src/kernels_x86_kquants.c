@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "kernels_x86_kquant.h"
+#include "kernels_x86_prefetch.h"
 #include "quant.h"
 
 #define BG_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -147,6 +148,7 @@ k_dot_rows(int64_t n, const uint8_t *w, size_t bytes, size_t qh_off, size_t qs_o
     BG_EACH_ROW for (int t = 0; t < na; t++)
         s[t] = (kq_sums){_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f};
     for (int64_t b = 0; b < n / BG_QK_K; b++, w += bytes) {
+        bg_prefetch_ahead(w, bytes);
         const bg_block_q8_K *y[BG_DOT_MULTI];
         __m256i isum[BG_DOT_MULTI];
         BG_EACH_ROW for (int t = 0; t < na; t++) {
@@ -252,6 +254,7 @@ q6_dot_rows(int64_t n, const bg_block_q6_K *x, const uint8_t *a, size_t a_stride
     BG_EACH_ROW for (int t = 0; t < na; t++)
         acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / BG_QK_K; b++, x++) {
+        bg_prefetch_ahead(x, sizeof *x);
         const bg_block_q8_K *y[BG_DOT_MULTI];
         __m256i isum[BG_DOT_MULTI];
         BG_EACH_ROW for (int t = 0; t < na; t++) {
@@ -353,6 +356,7 @@ BG_AVX2 float bg_dot_iq4_xs_avx2(int64_t n, const void *w, const void *a)
     const __m256i book = _mm256_broadcastsi128_si256(loadu128(iq4_codebook));
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / BG_QK_K; b++, x++, y++) {
+        bg_prefetch_ahead(x, sizeof *x);
         const __m256i sc = iq4_xs_scales(x);
         __m256i isum = _mm256_setzero_si256();
         for (int g = 0; g < 8; g++)

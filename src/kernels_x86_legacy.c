@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "kernels_x86_prefetch.h"
 #include "quant.h"
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -263,6 +264,7 @@ static inline AVX2 float dot_vs_q8_0(block_isum_fn isum, size_t wbytes, int64_t 
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2, wb += 2 * wbytes, ab += 2 * abytes) {
+        bg_prefetch_ahead(wb, 2 * wbytes);
         acc0 = q8_0_block(isum, wb, ab, acc0);
         acc1 = q8_0_block(isum, wb + wbytes, ab + abytes, acc1);
     }
@@ -279,8 +281,10 @@ static inline AVX2 float dot_vs_q8_0_in_order(block_isum_fn isum, size_t wbytes,
 {
     const uint8_t *wb = w, *ab = a;
     __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / BG_QK; b++, wb += wbytes, ab += sizeof(bg_block_q8_0))
+    for (int64_t b = 0; b < n / BG_QK; b++, wb += wbytes, ab += sizeof(bg_block_q8_0)) {
+        bg_prefetch_ahead(wb, wbytes);
         acc = q8_0_block(isum, wb, ab, acc);
+    }
     return hsum_ps(acc);
 }
 
@@ -296,6 +300,7 @@ AVX2 void bg_dot_multi_q8_0_avx2(int64_t n, const void *w, const void *a, size_t
     for (int t = 0; t < na; t++)
         acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / BG_QK; b++, wb += sizeof(bg_block_q8_0)) {
+        bg_prefetch_ahead(wb, sizeof(bg_block_q8_0));
         const __m256i x = load_i8x32(wb + offsetof(bg_block_q8_0, qs));
         const __m256i ax = _mm256_abs_epi8(x);
         const __m128 wd = load_f16x2(wb);
@@ -362,6 +367,7 @@ static inline AVX2 float dot_vs_q8_1(block_isum_fn isum, size_t wbytes, int64_t 
     __m256 acc = _mm256_setzero_ps();
     __m128 accm = _mm_setzero_ps();
     for (int64_t b = 0; b < n / BG_QK; b++, wb += wbytes, ab += sizeof(bg_block_q8_1)) {
+        bg_prefetch_ahead(wb, wbytes);
         const __m128 wdm = load_f16x2(wb), ads = load_f16x2(ab);
         const __m128 scale = _mm_mul_ps(wdm, ads);
         const __m256i y = load_i8x32(ab + offsetof(bg_block_q8_1, qs));
