@@ -40,9 +40,10 @@ bg_dot_multi_fn bg_kernel_dot_multi(bg_type type);
  * the dots. n_in is a multiple of BG_GEMM_COLS. */
 #define BG_GEMM_ROWS 16
 #define BG_GEMM_COLS 256
-#define BG_GEMM_MIN_ACT 8 /* fewer activation rows are faster as dots */
 typedef struct bg_gemm_kernel {
     const char *name;
+    /* The fewest activation rows for which it beats the dots. */
+    int min_act;
     /* Bytes of packed activations for n_act rows of n_in. */
     size_t (*packed_bytes)(int64_t n_in, int64_t n_act);
     /* Packs activation rows 16 * block .. 16 * block + 15 (of n_act rows of

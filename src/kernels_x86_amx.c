@@ -24,7 +24,7 @@
  * The integer sums are exact, as in the dots; the float steps are ordered
  * differently, so results differ from the dots in the last bits (llama.cpp's
  * own prefill kernels differ from its vec_dot in the same way). matmul.c
- * uses these only for micro-batches of BG_GEMM_MIN_ACT rows or more; decode
+ * uses these only for micro-batches of at least their min_act rows; decode
  * keeps the dots. */
 #include "kernels.h"
 
