@@ -43,7 +43,7 @@ bg_dot_multi_fn bg_kernel_dot_multi(bg_type type);
 typedef struct bg_gemm_kernel {
     const char *name;
     /* The fewest activation rows for which it beats the dots. */
-    int min_act;
+    uint32_t min_act;
     /* Bytes of packed activations for n_act rows of n_in. */
     size_t (*packed_bytes)(int64_t n_in, int64_t n_act);
     /* Packs activation rows 16 * block .. 16 * block + 15 (of n_act rows of

@@ -135,7 +135,7 @@ static bool matmul_tiled(bg_pool *pool, const bg_gemm_kernel *k, const bg_matrix
                          size_t y_stride, uint32_t n, void *scratch)
 {
     const bg_matrix *w = ws[0];
-    if (!k || n < (uint32_t)k->min_act || w->n_out % BG_GEMM_ROWS || w->n_in % BG_GEMM_COLS)
+    if (!k || n < k->min_act || w->n_out % BG_GEMM_ROWS || w->n_in % BG_GEMM_COLS)
         return false;
     /* packed rows after the converted ones, 64-byte aligned, within the
      * scratch bg_matmul_scratch sized for at least n rows of n_in */
