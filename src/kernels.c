@@ -66,6 +66,8 @@ static const bg_gemm_kernel avx2_q4_K = {"avx2", 8, bg_avx2_packed_bytes, bg_avx
                                          bg_gemm_q4_K_avx2};
 static const bg_gemm_kernel avx2_q6_K = {"avx2", 16, bg_avx2_packed_bytes, bg_avx2_pack_q8_K,
                                          bg_gemm_q6_K_avx2};
+static const bg_gemm_kernel avx2_q8_0 = {"avx2", 8, bg_avx2_packed_bytes_q8_0, bg_avx2_pack_q8_0,
+                                         bg_gemm_q8_0_avx2};
 static const bg_gemm_kernel amx_q8_0 = {"amx", 8, bg_amx_packed_bytes_q8_0, bg_amx_pack_q8_0,
                                         bg_gemm_q8_0_amx};
 
@@ -235,8 +237,11 @@ static void choose_all(void)
 #ifdef BG_KERNELS_X86
     const bool avx2 = cap >= BG_ISA_AVX2 && cpu_has_avx2();
     const bool avx512 = cap >= BG_ISA_AVX512 && cpu_has_avx512();
-    if (avx2) /* avx512 implies it */
+    if (avx2) { /* avx512 implies it */
         chosen_quantize[BG_TYPE_Q8_K] = avx512 ? bg_quantize_q8_K_avx512 : bg_quantize_q8_K_avx2;
+        chosen_quantize[BG_TYPE_Q8_0] = bg_quantize_q8_0_avx2;
+        chosen_quantize[BG_TYPE_Q8_1] = bg_quantize_q8_1_avx2;
+    }
     /* a multi-row dot only where it equals the chosen single one */
     if (avx512)
         for (int t = 0; t < BG_TYPE_COUNT; t++)
@@ -244,7 +249,8 @@ static void choose_all(void)
                 chosen_multi[t] = avx512_dot_multi((bg_type)t);
     /* measured against the AVX2 multi-row dots only; AVX-512 keeps its own */
     if (avx2 && !avx512)
-        chosen_gemm[BG_TYPE_Q4_K] = &avx2_q4_K, chosen_gemm[BG_TYPE_Q6_K] = &avx2_q6_K;
+        chosen_gemm[BG_TYPE_Q4_K] = &avx2_q4_K, chosen_gemm[BG_TYPE_Q6_K] = &avx2_q6_K,
+        chosen_gemm[BG_TYPE_Q8_0] = &avx2_q8_0;
     if (cap >= BG_ISA_AMX && cpu_has_amx())
         chosen_gemm[BG_TYPE_Q4_K] = &amx_q4_K, chosen_gemm[BG_TYPE_Q6_K] = &amx_q6_K,
         chosen_gemm[BG_TYPE_Q8_0] = &amx_q8_0;

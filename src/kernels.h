@@ -172,6 +172,8 @@ void bg_dot_multi_q5_K_avx512(int64_t n, const void *w, const void *a, size_t a_
 void bg_dot_multi_q6_K_avx512(int64_t n, const void *w, const void *a, size_t a_stride, int na,
                               float *out);
 float bg_dot_q4_K_avx512(int64_t n, const void *w, const void *a);
+void bg_quantize_q8_0_avx2(const float *src, void *dst, int64_t n);
+void bg_quantize_q8_1_avx2(const float *src, void *dst, int64_t n);
 void bg_quantize_q8_K_avx2(const float *src, void *dst, int64_t n);
 void bg_quantize_q8_K_avx512(const float *src, void *dst, int64_t n);
 size_t bg_avx2_packed_bytes(int64_t n_in, int64_t n_act);
@@ -180,6 +182,11 @@ void bg_avx2_pack_q8_K(int64_t n_in, const void *xq, size_t xq_row, int64_t n_ac
 void bg_gemm_q4_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
                        const void *packed, int64_t n_act, float *y, size_t y_stride);
 void bg_gemm_q6_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
+                       const void *packed, int64_t n_act, float *y, size_t y_stride);
+size_t bg_avx2_packed_bytes_q8_0(int64_t n_in, int64_t n_act);
+void bg_avx2_pack_q8_0(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act, int64_t block,
+                       void *packed);
+void bg_gemm_q8_0_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
                        const void *packed, int64_t n_act, float *y, size_t y_stride);
 size_t bg_amx_packed_bytes(int64_t n_in, int64_t n_act);
 void bg_amx_pack_q8_K(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act, int64_t block,

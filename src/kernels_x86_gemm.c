@@ -1,6 +1,7 @@
-/* AVX2 tiled products for prefill (Q4_K, Q6_K weights, Q8_K activations):
- * processors without AMX, the consumer CPUs that hold a split model's
- * experts among them.
+/* AVX2 tiled products for prefill (Q4_K, Q6_K weights against Q8_K
+ * activations; Q8_0 against Q8_0 at the end of the file): processors
+ * without AMX, the consumer CPUs that hold a split model's experts among
+ * them.
  *
  * Why: the dots keep 32 weights of one row in a register and pay two
  * multiplies per 32 products (maddubs, then madd to apply the group's
@@ -285,6 +286,24 @@ tile_block(const wblock *const w[4], const act16 *a, int halves, int steps, bool
     }
 }
 
+/* A tile's sums (acc[16 m + t]: weight row m0 + m, activation row t < nt)
+ * into y, added to it when add: four tokens at a time, turned from the
+ * tile's rows into the tokens' runs of 4 outputs. */
+BG_AVX2 static inline void store_tile(const float *acc, int nt, int m0, float *y, size_t y_stride,
+                                      bool add)
+{
+    for (int t0 = 0; t0 < nt; t0 += 4) {
+        __m128 r0 = _mm_loadu_ps(acc + t0), r1 = _mm_loadu_ps(acc + 16 + t0);
+        __m128 r2 = _mm_loadu_ps(acc + 32 + t0), r3 = _mm_loadu_ps(acc + 48 + t0);
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        const __m128 col[4] = {r0, r1, r2, r3};
+        for (int t = t0; t < nt && t < t0 + 4; t++) {
+            float *row = y + (size_t)t * y_stride + m0;
+            _mm_storeu_ps(row, add ? _mm_add_ps(_mm_loadu_ps(row), col[t - t0]) : col[t - t0]);
+        }
+    }
+}
+
 /* Weight rows m0 .. m0 + 3 of the unpacked chunk (nc super-blocks) against
  * activation rows t0 .. (nt of them) of a (the chunk's first record of that
  * block of 16): into y, added to it when add. */
@@ -304,21 +323,10 @@ tile(const wblock (*unpacked)[16], int nc, int m0, const act16 *a, int nt, int s
         else
             tile_block(w, a + s, 1, steps, q6, acc);
     }
-    /* four tokens at a time, turned from the tile's rows into the tokens'
-     * runs of 4 outputs */
-    for (int t0 = 0; t0 < nt; t0 += 4) {
-        __m128 r0 = _mm_loadu_ps(acc + t0), r1 = _mm_loadu_ps(acc + 16 + t0);
-        __m128 r2 = _mm_loadu_ps(acc + 32 + t0), r3 = _mm_loadu_ps(acc + 48 + t0);
-        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-        const __m128 col[4] = {r0, r1, r2, r3};
-        for (int t = t0; t < nt && t < t0 + 4; t++) {
-            float *row = y + (size_t)t * y_stride + m0;
-            _mm_storeu_ps(row, add ? _mm_add_ps(_mm_loadu_ps(row), col[t - t0]) : col[t - t0]);
-        }
-    }
+    store_tile(acc, nt, m0, y, y_stride, add);
 }
 
-/* Asks for part b0 / GEMM_CHUNK of the next stripe's weights while this
+/* Asks for part b0 / chunk of the next stripe's weights while this
  * chunk of the stripe at r0 is multiplied. The weights come from memory
  * once per product, and a stripe's 16 rows are one contiguous run of
  * bytes: read in order, ahead, where the chunks read 16 scattered pieces
@@ -327,12 +335,12 @@ tile(const wblock (*unpacked)[16], int nc, int m0, const act16 *a, int nt, int s
  * function free of side effects and drops the call. */
 BG_AVX2 static inline __attribute__((always_inline)) void
 prefetch_next_stripe(const uint8_t *w, size_t w_stride, int64_t n_rows, int64_t nb, int64_t r0,
-                     int64_t b0)
+                     int64_t b0, int64_t chunk)
 {
     if (r0 + 16 >= n_rows)
         return;
-    const size_t chunks = (size_t)((nb + GEMM_CHUNK - 1) / GEMM_CHUNK);
-    const size_t part = (size_t)(b0 / GEMM_CHUNK), bytes = 16 * w_stride;
+    const size_t chunks = (size_t)((nb + chunk - 1) / chunk);
+    const size_t part = (size_t)(b0 / chunk), bytes = 16 * w_stride;
     const uint8_t *next = w + (size_t)(r0 + 16) * w_stride;
     for (size_t off = bytes * part / chunks & ~(size_t)63; off < bytes * (part + 1) / chunks;
          off += 64)
@@ -357,7 +365,7 @@ gemm(int64_t n_in, const uint8_t *w, size_t w_stride, int64_t n_rows, const act1
                     else
                         q4_K_unpack(src, &unpacked[s][m]);
                 }
-            prefetch_next_stripe(w, w_stride, n_rows, nb, r0, b0);
+            prefetch_next_stripe(w, w_stride, n_rows, nb, r0, b0, GEMM_CHUNK);
             for (int64_t t0 = 0; t0 < n_act; t0 += 16) {
                 const act16 *a = packed + (t0 / 16) * nb + b0;
                 const int nt = n_act - t0 < 16 ? (int)(n_act - t0) : 16;
@@ -382,6 +390,195 @@ void bg_gemm_q6_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_r
                        const void *packed, int64_t n_act, float *y, size_t y_stride)
 {
     gemm(n_in, w, w_stride, n_rows, packed, n_act, y, y_stride, sizeof(bg_block_q6_K), true);
+}
+
+/* ------------------------------------------------------------------------
+ * Q8_0 weights against Q8_0 activations
+ *
+ * Each block of 32 has its own scale on both sides, so a block's integer
+ * sums are scaled and added in float one block at a time, and there are no
+ * code sums to correct. Weights may hold any int8, -128 included, so they
+ * take maddubs's unsigned side as |w|, and the activations (in [-127, 127],
+ * as the quantizers make them) take w's sign: every product is exact. A
+ * maddubs lane is then up to 2 x 128 x 127, so each goes through its madd
+ * at once: two multiplies per 32 products, as in the dots, but with the
+ * dots' per-pair float steps, scale loads and conversions gone.
+ * ------------------------------------------------------------------------ */
+
+/* Blocks of 32 in a group of BG_GEMM_COLS codes. */
+#define Q8_0_GROUP (BG_GEMM_COLS / BG_QK)
+
+/* Groups of a stripe unpacked at a time: 16 rows x 2 x 544 bytes, half
+ * L1, as the K-quants' chunk. */
+#define Q8_0_CHUNK 2
+
+/* One group of 16 activation rows: codes as in act16, and each block's
+ * scale per row. */
+typedef struct act16_q8_0 {
+    int8_t q[BG_GEMM_COLS / 4][64]; /* q[k / 4][4 t + k % 4] = code k of row t */
+    float d[Q8_0_GROUP][16];
+} act16_q8_0;
+
+/* One weight row's group, unpacked. */
+typedef struct wgroup_q8_0 {
+    int8_t codes[BG_GEMM_COLS];
+    uint8_t abs[BG_GEMM_COLS]; /* |code|: 128 for -128 */
+    float d[Q8_0_GROUP];
+} wgroup_q8_0;
+
+size_t bg_avx2_packed_bytes_q8_0(int64_t n_in, int64_t n_act)
+{
+    return (size_t)((n_act + 15) / 16) * (size_t)(n_in / BG_GEMM_COLS) * sizeof(act16_q8_0);
+}
+
+void bg_avx2_pack_q8_0(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act, int64_t block,
+                       void *packed) BG_AVX2;
+
+void bg_avx2_pack_q8_0(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act, int64_t block,
+                       void *packed)
+{
+    const int64_t ng = n_in / BG_GEMM_COLS, t0 = block * 16;
+    const size_t group_bytes = Q8_0_GROUP * sizeof(bg_block_q8_0);
+    act16_q8_0 *out = (act16_q8_0 *)packed + block * ng;
+    for (int64_t g = 0; g < ng; g++, out++) {
+        /* byte pointers: rows may start at any address */
+        const uint8_t *rows[16];
+        for (int t = 0; t < 16; t++)
+            rows[t] = t0 + t < n_act
+                          ? (const uint8_t *)xq + (size_t)(t0 + t) * xq_row + (size_t)g * group_bytes
+                          : NULL;
+        for (int half = 0; half < 2; half++)
+            for (int b = 0; b < Q8_0_GROUP; b++) {
+                __m256i r[8];
+                for (int t = 0; t < 8; t++) {
+                    const uint8_t *y = rows[8 * half + t];
+                    r[t] = y ? _mm256_loadu_si256(
+                                   (const __m256i *)(y + b * sizeof(bg_block_q8_0) +
+                                                     offsetof(bg_block_q8_0, qs)))
+                             : _mm256_setzero_si256();
+                }
+                transpose8(r);
+                for (int k = 0; k < 8; k++)
+                    _mm256_storeu_si256((__m256i *)(out->q[8 * b + k] + 32 * half), r[k]);
+            }
+        for (int b = 0; b < Q8_0_GROUP; b++)
+            for (int t = 0; t < 16; t++) {
+                uint16_t d = 0;
+                if (rows[t])
+                    memcpy(&d, rows[t] + b * sizeof(bg_block_q8_0) + offsetof(bg_block_q8_0, d),
+                           sizeof d);
+                out->d[b][t] = rows[t] ? kq_load_f16(&d) : 0.0f;
+            }
+    }
+}
+
+BG_AVX2 static void q8_0_unpack(const uint8_t *src, wgroup_q8_0 *out)
+{
+    for (int b = 0; b < Q8_0_GROUP; b++, src += sizeof(bg_block_q8_0)) {
+        const __m256i q =
+            _mm256_loadu_si256((const __m256i *)(src + offsetof(bg_block_q8_0, qs)));
+        _mm256_storeu_si256((__m256i *)(out->codes + BG_QK * b), q);
+        _mm256_storeu_si256((__m256i *)(out->abs + BG_QK * b), _mm256_abs_epi8(q));
+        uint16_t d;
+        memcpy(&d, src + offsetof(bg_block_q8_0, d), sizeof d);
+        out->d[b] = kq_load_f16(&d);
+    }
+}
+
+/* One group of weight rows w[0..3] against activation rows 0..7 (halves
+ * 1) or 0..15 (halves 2) of a: acc[16 m + t] += row m . row t. Eight
+ * registers hold a block's 32-bit sums; the float sums, touched once a
+ * block, may spill. */
+BG_AVX2 static inline __attribute__((always_inline)) void
+tile_group_q8_0(const wgroup_q8_0 *const w[4], const act16_q8_0 *a, int halves, float *acc)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int b = 0; b < Q8_0_GROUP; b++) {
+        __m256i isum[4][2];
+        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) isum[m][0] = isum[m][1] =
+            _mm256_setzero_si256();
+        _Pragma("GCC unroll 8") for (int j = 0; j < BG_QK / 4; j++) {
+            const int k4 = b * (BG_QK / 4) + j;
+            const __m256i a0 = _mm256_loadu_si256((const __m256i *)a->q[k4]);
+            const __m256i a1 =
+                halves > 1 ? _mm256_loadu_si256((const __m256i *)(a->q[k4] + 32)) : a0;
+            _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++)
+            {
+                const __m256i sw = bcast4((const uint8_t *)w[m]->codes + 4 * k4);
+                const __m256i aw = bcast4(w[m]->abs + 4 * k4);
+                isum[m][0] = _mm256_add_epi32(
+                    isum[m][0],
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(a0, sw)), ones));
+                if (halves > 1)
+                    isum[m][1] = _mm256_add_epi32(
+                        isum[m][1], _mm256_madd_epi16(
+                                        _mm256_maddubs_epi16(aw, _mm256_sign_epi8(a1, sw)), ones));
+            }
+            /* keeps the steps in order: interleaved, they spill */
+            if (halves > 1)
+                __asm__("" : "+x"(isum[0][0]), "+x"(isum[0][1]), "+x"(isum[1][0]),
+                        "+x"(isum[1][1]), "+x"(isum[2][0]), "+x"(isum[2][1]), "+x"(isum[3][0]),
+                        "+x"(isum[3][1]));
+            else
+                __asm__("" : "+x"(isum[0][0]), "+x"(isum[1][0]), "+x"(isum[2][0]),
+                        "+x"(isum[3][0]));
+        }
+        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) for (int half = 0; half < halves;
+                                                                 half++)
+        {
+            const __m256 scale = _mm256_mul_ps(_mm256_loadu_ps(a->d[b] + 8 * half),
+                                               _mm256_set1_ps(w[m]->d[b]));
+            float *out = acc + 16 * m + 8 * half;
+            _mm256_storeu_ps(out, _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum[m][half]),
+                                                  _mm256_loadu_ps(out)));
+        }
+    }
+}
+
+BG_AVX2 static inline __attribute__((always_inline)) void
+tile_q8_0(const wgroup_q8_0 (*unpacked)[16], int nc, int m0, const act16_q8_0 *a, int nt,
+          float *y, size_t y_stride, bool add)
+{
+    float acc[4 * 16];
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) _mm256_storeu_ps(acc + 8 * i,
+                                                                         _mm256_setzero_ps());
+    for (int s = 0; s < nc; s++) {
+        const wgroup_q8_0 *w[4] = {&unpacked[s][m0], &unpacked[s][m0 + 1], &unpacked[s][m0 + 2],
+                                   &unpacked[s][m0 + 3]};
+        if (nt > 8)
+            tile_group_q8_0(w, a + s, 2, acc);
+        else
+            tile_group_q8_0(w, a + s, 1, acc);
+    }
+    store_tile(acc, nt, m0, y, y_stride, add);
+}
+
+void bg_gemm_q8_0_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
+                       const void *packed, int64_t n_act, float *y, size_t y_stride) BG_AVX2;
+void bg_gemm_q8_0_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
+                       const void *packed, int64_t n_act, float *y, size_t y_stride)
+{
+    const int64_t ng = n_in / BG_GEMM_COLS;
+    const size_t group_bytes = Q8_0_GROUP * sizeof(bg_block_q8_0);
+    const uint8_t *wb = w;
+    const act16_q8_0 *acts = packed;
+    wgroup_q8_0 unpacked[Q8_0_CHUNK][16];
+    for (int64_t r0 = 0; r0 < n_rows; r0 += 16)
+        for (int64_t g0 = 0; g0 < ng; g0 += Q8_0_CHUNK) {
+            const int nc = ng - g0 < Q8_0_CHUNK ? (int)(ng - g0) : Q8_0_CHUNK;
+            for (int s = 0; s < nc; s++)
+                for (int m = 0; m < 16; m++)
+                    q8_0_unpack(wb + (size_t)(r0 + m) * w_stride + (size_t)(g0 + s) * group_bytes,
+                                &unpacked[s][m]);
+            prefetch_next_stripe(wb, w_stride, n_rows, ng, r0, g0, Q8_0_CHUNK);
+            for (int64_t t0 = 0; t0 < n_act; t0 += 16) {
+                const act16_q8_0 *a = acts + (t0 / 16) * ng + g0;
+                const int nt = n_act - t0 < 16 ? (int)(n_act - t0) : 16;
+                float *yt = y + (size_t)t0 * y_stride + r0;
+                for (int m0 = 0; m0 < 16; m0 += 4)
+                    tile_q8_0(unpacked, nc, m0, a, nt, yt, y_stride, g0 > 0);
+            }
+        }
 }
 
 #endif

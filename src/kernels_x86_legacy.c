@@ -1,6 +1,7 @@
 /* AVX2 dot products of the float formats (F32, F16, BF16) and of the
  * 32-element block formats (Q8_0, Q4_0, Q5_0, IQ4_NL against Q8_0
- * activations; Q4_1, Q5_1 against Q8_1).
+ * activations; Q4_1, Q5_1 against Q8_1), and the quantizers of those
+ * activations.
  *
  * Block formats: each block's weight codes are expanded to 32 int8 (or
  * uint8) lanes in activation order, multiplied with the activation codes
@@ -25,6 +26,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "fp16.h"
 #include "kernels_x86_prefetch.h"
 #include "quant.h"
 
@@ -288,23 +290,22 @@ static inline AVX2 float dot_vs_q8_0_in_order(block_isum_fn isum, size_t wbytes,
     return hsum_ps(acc);
 }
 
-/* Q8_0 weights against several activation rows (BG_DOT_MULTI at most): a
- * block's |w| is loaded once for all rows, each row then takes
- * q8_0_block's steps in block order, so each result is bitwise the single
- * dot's. */
-AVX2 void bg_dot_multi_q8_0_avx2(int64_t n, const void *w, const void *a, size_t a_stride,
-                                 int na, float *out)
+/* The body of bg_dot_multi_q8_0_avx2 for a known row count, so acc stays
+ * in registers: with na read at run time GCC kept it on the stack, and
+ * each block's fmadd waited on the previous block's store. */
+static inline AVX2 __attribute__((always_inline)) void
+multi_q8_0(int64_t n, const void *w, const void *a, size_t a_stride, int na, float *out)
 {
     const uint8_t *wb = w;
     __m256 acc[BG_DOT_MULTI];
-    for (int t = 0; t < na; t++)
+    _Pragma("GCC unroll 4") for (int t = 0; t < na; t++)
         acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / BG_QK; b++, wb += sizeof(bg_block_q8_0)) {
         bg_prefetch_ahead(wb, sizeof(bg_block_q8_0));
         const __m256i x = load_i8x32(wb + offsetof(bg_block_q8_0, qs));
         const __m256i ax = _mm256_abs_epi8(x);
         const __m128 wd = load_f16x2(wb);
-        for (int t = 0; t < na; t++) {
+        _Pragma("GCC unroll 4") for (int t = 0; t < na; t++) {
             const uint8_t *ab = (const uint8_t *)a + t * a_stride + b * sizeof(bg_block_q8_0);
             const __m128 scale = _mm_mul_ps(wd, load_f16x2(ab));
             const __m256i y = load_i8x32(ab + offsetof(bg_block_q8_0, qs));
@@ -312,8 +313,24 @@ AVX2 void bg_dot_multi_q8_0_avx2(int64_t n, const void *w, const void *a, size_t
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_broadcastss_ps(scale), acc[t]);
         }
     }
-    for (int t = 0; t < na; t++)
+    _Pragma("GCC unroll 4") for (int t = 0; t < na; t++)
         out[t] = hsum_ps(acc[t]);
+}
+
+/* Q8_0 weights against several activation rows (BG_DOT_MULTI at most): a
+ * block's |w| is loaded once for all rows, each row then takes
+ * q8_0_block's steps in block order, so each result is bitwise the single
+ * dot's. */
+AVX2 void bg_dot_multi_q8_0_avx2(int64_t n, const void *w, const void *a, size_t a_stride,
+                                 int na, float *out)
+{
+    _Static_assert(BG_DOT_MULTI == 4, "one case per row count");
+    switch (na) {
+    case 4: multi_q8_0(n, w, a, a_stride, 4, out); break;
+    case 3: multi_q8_0(n, w, a, a_stride, 3, out); break;
+    case 2: multi_q8_0(n, w, a, a_stride, 2, out); break;
+    default: multi_q8_0(n, w, a, a_stride, 1, out); break;
+    }
 }
 
 AVX2 float bg_dot_q8_0_avx2(int64_t n, const void *w, const void *a)
@@ -385,5 +402,74 @@ AVX2 float bg_dot_q4_1_avx2(int64_t n, const void *w, const void *a)
 AVX2 float bg_dot_q5_1_avx2(int64_t n, const void *w, const void *a)
 {
     return dot_vs_q8_1(isum_q5_1, sizeof(bg_block_q5_1), n, w, a);
+}
+/* ------------------------------------------------------------------------
+ * Activations into Q8_0 and Q8_1
+ * ------------------------------------------------------------------------ */
+
+/* One block of 32 as quant.c's activation_q8_block does it, to the bit:
+ * d = max |x| / 127 (a NaN never the max), codes x * 127 / max rounded to
+ * nearest even. A product that is not finite (a NaN input; infinity times
+ * the zero scale of an infinite max; anything times the infinite scale of
+ * a tiny max) becomes code 0, as the reference's conversion makes it.
+ * Returns d; *code_sum gets the sum of the codes. */
+static inline AVX2 float activation_block(const float *x, uint16_t *d_out, int8_t *qs,
+                                          int32_t *code_sum)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 v[4], amax8 = _mm256_setzero_ps();
+    for (int k = 0; k < 4; k++) {
+        v[k] = _mm256_loadu_ps(x + 8 * k);
+        amax8 = _mm256_max_ps(_mm256_andnot_ps(sign, v[k]), amax8); /* NaN keeps amax8 */
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax8), _mm256_extractf128_ps(amax8, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    const float amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+    const float d = amax / 127.f;
+    const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+    *d_out = bg_f32_to_f16(d);
+    const __m256 inf = _mm256_set1_ps(__builtin_inff());
+    __m256i q[4];
+    for (int k = 0; k < 4; k++) {
+        const __m256 p = _mm256_mul_ps(v[k], _mm256_set1_ps(id));
+        const __m256i finite =
+            _mm256_castps_si256(_mm256_cmp_ps(_mm256_andnot_ps(sign, p), inf, _CMP_LT_OQ));
+        q[k] = _mm256_and_si256(_mm256_cvtps_epi32(p), finite);
+    }
+    /* packs interleave 128-bit lanes; the permute puts the codes back in order */
+    const __m256i bytes = _mm256_permutevar8x32_epi32(
+        _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])),
+        _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)(void *)qs, bytes);
+    const __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+    *code_sum = _mm_cvtsi128_si32(_mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1)));
+    return d;
+}
+
+AVX2 void bg_quantize_q8_0_avx2(const float *src, void *dst, int64_t n)
+{
+    uint8_t *y = dst;
+    for (int64_t b = 0; b < n / BG_QK; b++, y += sizeof(bg_block_q8_0)) {
+        uint16_t d;
+        int32_t sum;
+        activation_block(src + b * BG_QK, &d, (int8_t *)(y + offsetof(bg_block_q8_0, qs)), &sum);
+        memcpy(y + offsetof(bg_block_q8_0, d), &d, sizeof d);
+    }
+}
+
+AVX2 void bg_quantize_q8_1_avx2(const float *src, void *dst, int64_t n)
+{
+    uint8_t *y = dst;
+    for (int64_t b = 0; b < n / BG_QK; b++, y += sizeof(bg_block_q8_1)) {
+        uint16_t d16, s16;
+        int32_t sum;
+        const float d =
+            activation_block(src + b * BG_QK, &d16, (int8_t *)(y + offsetof(bg_block_q8_1, qs)), &sum);
+        s16 = bg_f32_to_f16(d * (float)sum);
+        memcpy(y + offsetof(bg_block_q8_1, d), &d16, sizeof d16);
+        memcpy(y + offsetof(bg_block_q8_1, s), &s16, sizeof s16);
+    }
 }
 #endif

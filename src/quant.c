@@ -369,8 +369,14 @@ static float activation_q8_block(const float *x, uint16_t *d_out, int8_t *qs)
     const float d = amax / 127.f;
     const float id = amax != 0.0f ? 127.f / amax : 0.0f;
     *d_out = bg_f32_to_f16(d);
-    for (int i = 0; i < BG_QK; i++)
-        qs[i] = (int8_t)nearbyintf(x[i] * id); /* default rounding: half to even */
+    /* default rounding: half to even. A product that is not finite (a NaN
+     * input, infinity times the zero scale of an infinite max, anything
+     * times the infinite scale of a tiny max) is code 0: converting it
+     * would be undefined, and gcc and clang make different codes of it. */
+    for (int i = 0; i < BG_QK; i++) {
+        const float v = x[i] * id;
+        qs[i] = isfinite(v) ? (int8_t)nearbyintf(v) : 0;
+    }
     return d;
 }
 

@@ -219,6 +219,12 @@ static void check_gemm(bg_type type)
         for (int64_t r = 0; r < n_rows; r++) {
             fill(x, n, (dist)(r % BYTES));
             ops->quantize(x, wq + 1 + r * wrow, n);
+            /* Q8_0 files may hold -128, which no quantizer writes: the
+             * first code of each block of every third row */
+            if (type == BG_TYPE_Q8_0 && r % 3 == 0)
+                for (int64_t b = 0; b < n / BG_QK; b++)
+                    wq[1 + r * wrow + b * sizeof(bg_block_q8_0) + offsetof(bg_block_q8_0, qs)] =
+                        0x80;
             ops->dequantize(wq + 1 + r * wrow, wd + r * n, n);
         }
         for (int64_t t = 0; t < n_act; t++) {
