@@ -1,4 +1,4 @@
-/* AVX2 tiled products for prefill (Q4_K, Q6_K weights against Q8_K
+/* AVX2 tiled products for prefill (Q4_K, Q5_K, Q6_K weights against Q8_K
  * activations; Q8_0 against Q8_0 at the end of the file): processors
  * without AMX, the consumer CPUs that hold a split model's experts among
  * them.
@@ -9,7 +9,8 @@
  * weight row. Here the lanes are activation rows instead: a register holds
  * four codes of each of 8 activation rows, and one weight row's four codes
  * are broadcast against it. The s16 sums of one scale group then pile up
- * over several maddubs (eight for Q4_K, two for Q6_K, within s16 range)
+ * over several maddubs (eight for Q4_K, four for Q5_K, two for Q6_K,
+ * within s16 range)
  * before the one madd that scales them. A tile is 4 weight rows by 16
  * activation rows (two registers), so a step loads 6 registers for 8
  * maddubs: with one weight row a load, the load ports would bound it.
@@ -28,8 +29,8 @@
  * differently, so results agree with the dots to rounding, not to the bit
  * (llama.cpp's own repacked AVX2 prefill kernels differ from its vec_dot in
  * the same way). Ranges, |a| <= 128: a maddubs lane is at most 2 x 15 x 128
- * (Q4_K) or 2 x 63 x 128 (Q6_K), so eight (Q4_K) or two (Q6_K) of them sum
- * below 32767; a super-block's scaled sum is below 2^31 as in the dots. */
+ * (Q4_K), 2 x 31 x 128 (Q5_K) or 2 x 63 x 128 (Q6_K), so eight, four or
+ * two of them sum below 32767; a super-block's scaled sum is below 2^31 as in the dots. */
 #include "kernels.h"
 
 #ifdef BG_KERNELS_X86
@@ -58,9 +59,9 @@ typedef struct act16 {
 
 /* One weight row's super-block, unpacked. */
 typedef struct wblock {
-    uint8_t codes[BG_QK_K];  /* unsigned: Q4_K 0..15, Q6_K 0..63 (code + 32) */
+    uint8_t codes[BG_QK_K];  /* unsigned: Q4_K 0..15, Q5_K 0..31, Q6_K 0..63 (code + 32) */
     int32_t scale_pair[32];  /* the scale of each run of maddubs steps, in both s16 halves */
-    int32_t offset_pair[8];  /* Q4_K: mins 2p, 2p + 1 (s16 pair); Q6_K: scales 2p, 2p + 1 */
+    int32_t offset_pair[8];  /* Q4_K, Q5_K: mins 2p, 2p + 1 (s16 pair); Q6_K: scales 2p, 2p + 1 */
     float d, dmin;
 } wblock;
 
@@ -141,8 +142,31 @@ BG_AVX2 static inline __m256i both_halves(__m256i v)
                            _mm256_slli_epi32(v, 16));
 }
 
+/* The header Q4_K and Q5_K share: d, dmin, and the 12 scale bytes of
+ * six-bit scales and mins (quant.c). A run of maddubs steps is a whole
+ * group of 32 codes (Q4_K, eight steps) or half of one (Q5_K, four), so
+ * run r takes scale r or r / 2. */
+BG_AVX2 static void k_header_unpack(const uint8_t *x, bool half_runs, wblock *out)
+{
+    __m128i mins;
+    const __m128i scales =
+        _mm256_castsi256_si128(kq_scales(x + offsetof(bg_block_q4_K, scales), &mins));
+    if (half_runs) {
+        _mm256_storeu_si256((__m256i *)out->scale_pair,
+                            both_halves(_mm256_cvtepu16_epi32(_mm_unpacklo_epi16(scales, scales))));
+        _mm256_storeu_si256((__m256i *)(out->scale_pair + 8),
+                            both_halves(_mm256_cvtepu16_epi32(_mm_unpackhi_epi16(scales, scales))));
+    } else {
+        _mm256_storeu_si256((__m256i *)out->scale_pair,
+                            both_halves(_mm256_cvtepu16_epi32(scales)));
+    }
+    _mm_storeu_si128((__m128i *)out->offset_pair, mins);
+    out->d = kq_block_d(x);
+    out->dmin = kq_block_dmin(x);
+}
+
 /* Q4_K: chunk c of qs holds codes 64c + l (low nibbles) and 64c + 32 + l
- * (high); the 12 scale bytes carry six-bit scales and mins (quant.c). */
+ * (high). */
 BG_AVX2 static void q4_K_unpack(const uint8_t *src, wblock *out)
 {
     const bg_block_q4_K *x = (const bg_block_q4_K *)(const void *)src;
@@ -153,13 +177,27 @@ BG_AVX2 static void q4_K_unpack(const uint8_t *src, wblock *out)
         _mm256_storeu_si256((__m256i *)(out->codes + 64 * c + 32),
                             _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
     }
-    __m128i mins;
-    const __m256i scales = kq_scales(x->scales, &mins);
-    _mm256_storeu_si256((__m256i *)out->scale_pair,
-                        both_halves(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(scales))));
-    _mm_storeu_si128((__m128i *)out->offset_pair, mins);
-    out->d = kq_load_f16(&x->d);
-    out->dmin = kq_load_f16(&x->dmin);
+    k_header_unpack(src, false, out);
+}
+
+/* Q5_K: Q4_K's nibbles, and bits 2c and 2c + 1 of qh byte l are the fifth
+ * bits of codes 64c + l and 64c + 32 + l. */
+BG_AVX2 static void q5_K_unpack(const uint8_t *src, wblock *out)
+{
+    const bg_block_q5_K *x = (const bg_block_q5_K *)(const void *)src;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
+    __m256i h = _mm256_loadu_si256((const __m256i *)x->qh);
+    for (int c = 0; c < 4; c++, h = _mm256_srli_epi16(h, 2)) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * c));
+        /* 16-bit shifts: the bits read never cross a byte */
+        _mm256_storeu_si256((__m256i *)(out->codes + 64 * c),
+                            _mm256_or_si256(_mm256_and_si256(q, m4),
+                                            _mm256_and_si256(_mm256_slli_epi16(h, 4), bit4)));
+        _mm256_storeu_si256((__m256i *)(out->codes + 64 * c + 32),
+                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                            _mm256_and_si256(_mm256_slli_epi16(h, 3), bit4)));
+    }
+    k_header_unpack(src, true, out);
 }
 
 /* Q6_K: per 128-code half c, byte l < 64 of ql holds code l low and code
@@ -218,8 +256,8 @@ BG_AVX2 static inline __m256i bcast4(const uint8_t *p)
 
 /* One super-block of weight rows w[0..3] against activation rows 0..7
  * (halves 1) or 0..15 (halves 2) of a: acc[16 m + t] += row m . row t.
- * steps is the maddubs steps (of four codes) a scale covers: Q4_K 8, Q6_K
- * 2. Eleven registers hold the s16 sums (one weight row, 8 activation rows
+ * steps is the maddubs steps (of four codes) a scale covers: Q4_K 8, Q5_K
+ * 4, Q6_K 2; q6 picks Q6_K's offsets (Q5_K's are Q4_K's mins). Eleven registers hold the s16 sums (one weight row, 8 activation rows
  * each), the two activation registers and a broadcast; the scaled 32-bit
  * sums, touched once a run, may spill. */
 BG_AVX2 static inline __attribute__((always_inline)) void
@@ -347,12 +385,20 @@ prefetch_next_stripe(const uint8_t *w, size_t w_stride, int64_t n_rows, int64_t 
         _mm_prefetch((const char *)(next + off), _MM_HINT_T0);
 }
 
+/* The weight formats of the K-quant tiles. */
+typedef enum k_kind { KIND_Q4_K, KIND_Q5_K, KIND_Q6_K } k_kind;
+
 BG_AVX2 static inline __attribute__((always_inline)) void
 gemm(int64_t n_in, const uint8_t *w, size_t w_stride, int64_t n_rows, const act16 *packed,
-     int64_t n_act, float *y, size_t y_stride, size_t block_bytes, bool q6)
+     int64_t n_act, float *y, size_t y_stride, k_kind kind)
 {
     const int64_t nb = n_in / BG_QK_K;
-    const int steps = q6 ? 2 : 8;
+    const bool q6 = kind == KIND_Q6_K;
+    /* maddubs steps a scale covers: up to 32767 over 2 x code x 128 */
+    const int steps = kind == KIND_Q4_K ? 8 : kind == KIND_Q5_K ? 4 : 2;
+    const size_t block_bytes = kind == KIND_Q4_K   ? sizeof(bg_block_q4_K)
+                               : kind == KIND_Q5_K ? sizeof(bg_block_q5_K)
+                                                   : sizeof(bg_block_q6_K);
     wblock unpacked[GEMM_CHUNK][16];
     for (int64_t r0 = 0; r0 < n_rows; r0 += 16)
         for (int64_t b0 = 0; b0 < nb; b0 += GEMM_CHUNK) {
@@ -360,10 +406,12 @@ gemm(int64_t n_in, const uint8_t *w, size_t w_stride, int64_t n_rows, const act1
             for (int s = 0; s < nc; s++)
                 for (int m = 0; m < 16; m++) {
                     const uint8_t *src = w + (size_t)(r0 + m) * w_stride + (size_t)(b0 + s) * block_bytes;
-                    if (q6)
-                        q6_K_unpack(src, &unpacked[s][m]);
-                    else
+                    if (kind == KIND_Q4_K)
                         q4_K_unpack(src, &unpacked[s][m]);
+                    else if (kind == KIND_Q5_K)
+                        q5_K_unpack(src, &unpacked[s][m]);
+                    else
+                        q6_K_unpack(src, &unpacked[s][m]);
                 }
             prefetch_next_stripe(w, w_stride, n_rows, nb, r0, b0, GEMM_CHUNK);
             for (int64_t t0 = 0; t0 < n_act; t0 += 16) {
@@ -381,7 +429,15 @@ void bg_gemm_q4_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_r
 void bg_gemm_q4_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
                        const void *packed, int64_t n_act, float *y, size_t y_stride)
 {
-    gemm(n_in, w, w_stride, n_rows, packed, n_act, y, y_stride, sizeof(bg_block_q4_K), false);
+    gemm(n_in, w, w_stride, n_rows, packed, n_act, y, y_stride, KIND_Q4_K);
+}
+
+void bg_gemm_q5_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
+                       const void *packed, int64_t n_act, float *y, size_t y_stride) BG_AVX2;
+void bg_gemm_q5_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
+                       const void *packed, int64_t n_act, float *y, size_t y_stride)
+{
+    gemm(n_in, w, w_stride, n_rows, packed, n_act, y, y_stride, KIND_Q5_K);
 }
 
 void bg_gemm_q6_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
@@ -389,7 +445,7 @@ void bg_gemm_q6_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_r
 void bg_gemm_q6_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
                        const void *packed, int64_t n_act, float *y, size_t y_stride)
 {
-    gemm(n_in, w, w_stride, n_rows, packed, n_act, y, y_stride, sizeof(bg_block_q6_K), true);
+    gemm(n_in, w, w_stride, n_rows, packed, n_act, y, y_stride, KIND_Q6_K);
 }
 
 /* ------------------------------------------------------------------------
