@@ -1,5 +1,6 @@
 /* AVX2 tiled products for prefill (Q4_K, Q5_K, Q6_K weights against Q8_K
- * activations; Q8_0 against Q8_0 at the end of the file): processors
+ * activations; at the end of the file, the signed codes of Q8_0 against
+ * Q8_0 and IQ4_XS against Q8_K): processors
  * without AMX, the consumer CPUs that hold a split model's experts among
  * them.
  *
@@ -449,38 +450,42 @@ void bg_gemm_q6_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_r
 }
 
 /* ------------------------------------------------------------------------
- * Q8_0 weights against Q8_0 activations
+ * Signed codes: Q8_0 weights against Q8_0 activations, IQ4_XS against Q8_K
  *
- * Each block of 32 has its own scale on both sides, so a block's integer
- * sums are scaled and added in float one block at a time, and there are no
- * code sums to correct. Weights may hold any int8, -128 included, so they
- * take maddubs's unsigned side as |w|, and the activations (in [-127, 127],
- * as the quantizers make them) take w's sign: every product is exact. A
- * maddubs lane is then up to 2 x 128 x 127, so each goes through its madd
- * at once: two multiplies per 32 products, as in the dots, but with the
- * dots' per-pair float steps, scale loads and conversions gone.
+ * The weights' codes are signed (Q8_0 any int8, -128 included; IQ4_XS its
+ * codebook's values, -127 to 113), so they take maddubs's unsigned side as
+ * |w|, and the activations (in [-127, 127], as the quantizers make them)
+ * take w's sign: every product is exact. A maddubs lane is then up to
+ * 2 x 128 x 127, so each goes through its madd at once, against ones
+ * (Q8_0) or the group's integer scale (IQ4_XS): two multiplies per 32
+ * products, as in the dots, but with the dots' per-pair float steps, scale
+ * loads and conversions gone. Q8_0 has a float scale per block of 32 on
+ * both sides, so its sums go to float a block at a time; IQ4_XS's, a
+ * super-block at a time (at most 256 x 127 x 127 x 32 < 2^31), and
+ * without code sums to correct: no offsets.
  * ------------------------------------------------------------------------ */
 
-/* Blocks of 32 in a group of BG_GEMM_COLS codes. */
+/* Blocks of 32 in a group of BG_GEMM_COLS codes (Q8_0). */
 #define Q8_0_GROUP (BG_GEMM_COLS / BG_QK)
 
-/* Groups of a stripe unpacked at a time: 16 rows x 2 x 544 bytes, half
+/* Groups of a stripe unpacked at a time: 16 rows x 2 x 576 bytes, half
  * L1, as the K-quants' chunk. */
-#define Q8_0_CHUNK 2
+#define SIGNED_CHUNK 2
 
-/* One group of 16 activation rows: codes as in act16, and each block's
- * scale per row. */
+/* One group of 16 Q8_0 activation rows: codes as in act16, and each
+ * block's scale per row. */
 typedef struct act16_q8_0 {
     int8_t q[BG_GEMM_COLS / 4][64]; /* q[k / 4][4 t + k % 4] = code k of row t */
     float d[Q8_0_GROUP][16];
 } act16_q8_0;
 
-/* One weight row's group, unpacked. */
-typedef struct wgroup_q8_0 {
+/* One weight row's group of BG_GEMM_COLS codes, unpacked. */
+typedef struct wsigned {
     int8_t codes[BG_GEMM_COLS];
-    uint8_t abs[BG_GEMM_COLS]; /* |code|: 128 for -128 */
-    float d[Q8_0_GROUP];
-} wgroup_q8_0;
+    uint8_t abs[BG_GEMM_COLS];  /* |code|: 128 for -128 */
+    float d[Q8_0_GROUP];        /* Q8_0: each block's; IQ4_XS: the super-block's in d[0] */
+    int32_t scale_pair[8];      /* IQ4_XS: group g's scale in both s16 halves */
+} wsigned;
 
 size_t bg_avx2_packed_bytes_q8_0(int64_t n_in, int64_t n_act)
 {
@@ -528,85 +533,173 @@ void bg_avx2_pack_q8_0(int64_t n_in, const void *xq, size_t xq_row, int64_t n_ac
     }
 }
 
-BG_AVX2 static void q8_0_unpack(const uint8_t *src, wgroup_q8_0 *out)
+/* Stores a group's 32 signed codes at codes + 32 g and their magnitudes. */
+BG_AVX2 static inline void store_signed(__m256i q, int g, wsigned *out)
+{
+    _mm256_storeu_si256((__m256i *)(out->codes + 32 * g), q);
+    _mm256_storeu_si256((__m256i *)(out->abs + 32 * g), _mm256_abs_epi8(q));
+}
+
+BG_AVX2 static void q8_0_unpack(const uint8_t *src, wsigned *out)
 {
     for (int b = 0; b < Q8_0_GROUP; b++, src += sizeof(bg_block_q8_0)) {
-        const __m256i q =
-            _mm256_loadu_si256((const __m256i *)(src + offsetof(bg_block_q8_0, qs)));
-        _mm256_storeu_si256((__m256i *)(out->codes + BG_QK * b), q);
-        _mm256_storeu_si256((__m256i *)(out->abs + BG_QK * b), _mm256_abs_epi8(q));
-        uint16_t d;
-        memcpy(&d, src + offsetof(bg_block_q8_0, d), sizeof d);
-        out->d[b] = kq_load_f16(&d);
+        store_signed(_mm256_loadu_si256((const __m256i *)(src + offsetof(bg_block_q8_0, qs))), b,
+                     out);
+        out->d[b] = kq_load_f16(src + offsetof(bg_block_q8_0, d));
+    }
+}
+
+/* IQ4_XS: group g's 16 bytes at qs + 16 g hold its codes 0-15 in the low
+ * nibbles and 16-31 in the high, indices into the codebook; its six-bit
+ * scale (minus 32) is nibble g of scales_l under bit pair g of scales_h. */
+BG_AVX2 static void iq4_xs_unpack(const uint8_t *src, wsigned *out)
+{
+    const bg_block_iq4_xs *x = (const bg_block_iq4_xs *)(const void *)src;
+    const __m256i book = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128((const __m128i *)(const void *)bg_iq4_codebook));
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    uint16_t scales_h;
+    memcpy(&scales_h, src + offsetof(bg_block_iq4_xs, scales_h), sizeof scales_h);
+    for (int g = 0; g < 8; g++) {
+        const __m128i v = _mm_loadu_si128((const __m128i *)(x->qs + 16 * g));
+        const __m256i idx = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), m4);
+        store_signed(_mm256_shuffle_epi8(book, idx), g, out);
+        const int ls = ((x->scales_l[g / 2] >> 4 * (g % 2)) & 0xF) | ((scales_h >> 2 * g) & 3) << 4;
+        out->scale_pair[g] = bg_s16_pair(ls - 32, ls - 32);
+    }
+    out->d[0] = kq_load_f16(src + offsetof(bg_block_iq4_xs, d));
+}
+
+/* Steps k4 .. k4 + 7 (32 codes) of weight rows w[0..3] against activation
+ * codes q (rows 0..7, or 0..15 with halves 2): isum[m][half] += madd of
+ * the products' pairs with mul[m]. */
+BG_AVX2 static inline __attribute__((always_inline)) void
+signed_steps(const wsigned *const w[4], const int8_t (*q)[64], int k4, const __m256i mul[4],
+             int halves, __m256i isum[4][2])
+{
+    _Pragma("GCC unroll 8") for (int j = k4; j < k4 + BG_QK / 4; j++)
+    {
+        const __m256i a0 = _mm256_loadu_si256((const __m256i *)q[j]);
+        const __m256i a1 = halves > 1 ? _mm256_loadu_si256((const __m256i *)(q[j] + 32)) : a0;
+        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++)
+        {
+            const __m256i sw = bcast4((const uint8_t *)w[m]->codes + 4 * j);
+            const __m256i aw = bcast4(w[m]->abs + 4 * j);
+            isum[m][0] = _mm256_add_epi32(
+                isum[m][0],
+                _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(a0, sw)), mul[m]));
+            if (halves > 1)
+                isum[m][1] = _mm256_add_epi32(
+                    isum[m][1],
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(a1, sw)), mul[m]));
+        }
+        /* keeps the steps in order: interleaved, they spill */
+        if (halves > 1)
+            __asm__("" : "+x"(isum[0][0]), "+x"(isum[0][1]), "+x"(isum[1][0]), "+x"(isum[1][1]),
+                    "+x"(isum[2][0]), "+x"(isum[2][1]), "+x"(isum[3][0]), "+x"(isum[3][1]));
+        else
+            __asm__("" : "+x"(isum[0][0]), "+x"(isum[1][0]), "+x"(isum[2][0]), "+x"(isum[3][0]));
+    }
+}
+
+/* acc[16 m + 8 half + t] += da[t] * dw[m] * isum[m][half] (lane t). */
+BG_AVX2 static inline __attribute__((always_inline)) void
+signed_to_float(__m256i isum[4][2], const float *da, const float dw[4], int halves, float *acc)
+{
+    _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) for (int half = 0; half < halves; half++)
+    {
+        const __m256 scale =
+            _mm256_mul_ps(_mm256_loadu_ps(da + 8 * half), _mm256_set1_ps(dw[m]));
+        float *out = acc + 16 * m + 8 * half;
+        _mm256_storeu_ps(out, _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum[m][half]),
+                                              _mm256_loadu_ps(out)));
+        isum[m][half] = _mm256_setzero_si256();
     }
 }
 
 /* One group of weight rows w[0..3] against activation rows 0..7 (halves
- * 1) or 0..15 (halves 2) of a: acc[16 m + t] += row m . row t. Eight
- * registers hold a block's 32-bit sums; the float sums, touched once a
- * block, may spill. */
+ * 1) or 0..15 (halves 2) of a (an act16_q8_0 or, IQ4_XS, an act16):
+ * acc[16 m + t] += row m . row t. Eight registers hold the 32-bit sums;
+ * the float sums, touched once a block or super-block, may spill. */
 BG_AVX2 static inline __attribute__((always_inline)) void
-tile_group_q8_0(const wgroup_q8_0 *const w[4], const act16_q8_0 *a, int halves, float *acc)
+signed_group(const wsigned *const w[4], const void *a, int halves, bool iq4, float *acc)
 {
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int b = 0; b < Q8_0_GROUP; b++) {
-        __m256i isum[4][2];
-        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) isum[m][0] = isum[m][1] =
-            _mm256_setzero_si256();
-        _Pragma("GCC unroll 8") for (int j = 0; j < BG_QK / 4; j++) {
-            const int k4 = b * (BG_QK / 4) + j;
-            const __m256i a0 = _mm256_loadu_si256((const __m256i *)a->q[k4]);
-            const __m256i a1 =
-                halves > 1 ? _mm256_loadu_si256((const __m256i *)(a->q[k4] + 32)) : a0;
-            _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++)
-            {
-                const __m256i sw = bcast4((const uint8_t *)w[m]->codes + 4 * k4);
-                const __m256i aw = bcast4(w[m]->abs + 4 * k4);
-                isum[m][0] = _mm256_add_epi32(
-                    isum[m][0],
-                    _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(a0, sw)), ones));
-                if (halves > 1)
-                    isum[m][1] = _mm256_add_epi32(
-                        isum[m][1], _mm256_madd_epi16(
-                                        _mm256_maddubs_epi16(aw, _mm256_sign_epi8(a1, sw)), ones));
-            }
-            /* keeps the steps in order: interleaved, they spill */
-            if (halves > 1)
-                __asm__("" : "+x"(isum[0][0]), "+x"(isum[0][1]), "+x"(isum[1][0]),
-                        "+x"(isum[1][1]), "+x"(isum[2][0]), "+x"(isum[2][1]), "+x"(isum[3][0]),
-                        "+x"(isum[3][1]));
-            else
-                __asm__("" : "+x"(isum[0][0]), "+x"(isum[1][0]), "+x"(isum[2][0]),
-                        "+x"(isum[3][0]));
+    __m256i isum[4][2];
+    _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) isum[m][0] = isum[m][1] =
+        _mm256_setzero_si256();
+    if (iq4) {
+        const act16 *a16 = a;
+        for (int g = 0; g < 8; g++) {
+            const __m256i mul[4] = {
+                _mm256_set1_epi32(w[0]->scale_pair[g]), _mm256_set1_epi32(w[1]->scale_pair[g]),
+                _mm256_set1_epi32(w[2]->scale_pair[g]), _mm256_set1_epi32(w[3]->scale_pair[g])};
+            signed_steps(w, (const int8_t(*)[64])a16->q, 8 * g, mul, halves, isum);
         }
-        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) for (int half = 0; half < halves;
-                                                                 half++)
-        {
-            const __m256 scale = _mm256_mul_ps(_mm256_loadu_ps(a->d[b] + 8 * half),
-                                               _mm256_set1_ps(w[m]->d[b]));
-            float *out = acc + 16 * m + 8 * half;
-            _mm256_storeu_ps(out, _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum[m][half]),
-                                                  _mm256_loadu_ps(out)));
+        const float dw[4] = {w[0]->d[0], w[1]->d[0], w[2]->d[0], w[3]->d[0]};
+        signed_to_float(isum, a16->d, dw, halves, acc);
+    } else {
+        const act16_q8_0 *a8 = a;
+        const __m256i ones = _mm256_set1_epi16(1);
+        const __m256i mul[4] = {ones, ones, ones, ones};
+        for (int b = 0; b < Q8_0_GROUP; b++) {
+            signed_steps(w, (const int8_t(*)[64])a8->q, 8 * b, mul, halves, isum);
+            const float dw[4] = {w[0]->d[b], w[1]->d[b], w[2]->d[b], w[3]->d[b]};
+            signed_to_float(isum, a8->d[b], dw, halves, acc);
         }
     }
 }
 
+/* Weight rows m0 .. m0 + 3 of the unpacked chunk (nc groups) against
+ * activation rows t0 .. (nt of them) of the chunk's first record a (of
+ * record_bytes each): into y, added to it when add. */
 BG_AVX2 static inline __attribute__((always_inline)) void
-tile_q8_0(const wgroup_q8_0 (*unpacked)[16], int nc, int m0, const act16_q8_0 *a, int nt,
-          float *y, size_t y_stride, bool add)
+signed_tile(const wsigned (*unpacked)[16], int nc, int m0, const uint8_t *a, size_t record_bytes,
+            int nt, bool iq4, float *y, size_t y_stride, bool add)
 {
     float acc[4 * 16];
     _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) _mm256_storeu_ps(acc + 8 * i,
                                                                          _mm256_setzero_ps());
     for (int s = 0; s < nc; s++) {
-        const wgroup_q8_0 *w[4] = {&unpacked[s][m0], &unpacked[s][m0 + 1], &unpacked[s][m0 + 2],
-                                   &unpacked[s][m0 + 3]};
+        const wsigned *w[4] = {&unpacked[s][m0], &unpacked[s][m0 + 1], &unpacked[s][m0 + 2],
+                               &unpacked[s][m0 + 3]};
         if (nt > 8)
-            tile_group_q8_0(w, a + s, 2, acc);
+            signed_group(w, a + s * record_bytes, 2, iq4, acc);
         else
-            tile_group_q8_0(w, a + s, 1, acc);
+            signed_group(w, a + s * record_bytes, 1, iq4, acc);
     }
     store_tile(acc, nt, m0, y, y_stride, add);
+}
+
+BG_AVX2 static inline __attribute__((always_inline)) void
+signed_gemm(int64_t n_in, const uint8_t *w, size_t w_stride, int64_t n_rows, const void *packed,
+            int64_t n_act, float *y, size_t y_stride, bool iq4)
+{
+    const int64_t ng = n_in / BG_GEMM_COLS;
+    const size_t group_bytes = iq4 ? sizeof(bg_block_iq4_xs) : Q8_0_GROUP * sizeof(bg_block_q8_0);
+    const size_t record_bytes = iq4 ? sizeof(act16) : sizeof(act16_q8_0);
+    wsigned unpacked[SIGNED_CHUNK][16];
+    for (int64_t r0 = 0; r0 < n_rows; r0 += 16)
+        for (int64_t g0 = 0; g0 < ng; g0 += SIGNED_CHUNK) {
+            const int nc = ng - g0 < SIGNED_CHUNK ? (int)(ng - g0) : SIGNED_CHUNK;
+            for (int s = 0; s < nc; s++)
+                for (int m = 0; m < 16; m++) {
+                    const uint8_t *src =
+                        w + (size_t)(r0 + m) * w_stride + (size_t)(g0 + s) * group_bytes;
+                    if (iq4)
+                        iq4_xs_unpack(src, &unpacked[s][m]);
+                    else
+                        q8_0_unpack(src, &unpacked[s][m]);
+                }
+            prefetch_next_stripe(w, w_stride, n_rows, ng, r0, g0, SIGNED_CHUNK);
+            for (int64_t t0 = 0; t0 < n_act; t0 += 16) {
+                const uint8_t *a =
+                    (const uint8_t *)packed + (size_t)((t0 / 16) * ng + g0) * record_bytes;
+                const int nt = n_act - t0 < 16 ? (int)(n_act - t0) : 16;
+                float *yt = y + (size_t)t0 * y_stride + r0;
+                for (int m0 = 0; m0 < 16; m0 += 4)
+                    signed_tile(unpacked, nc, m0, a, record_bytes, nt, iq4, yt, y_stride, g0 > 0);
+            }
+        }
 }
 
 void bg_gemm_q8_0_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
@@ -614,27 +707,15 @@ void bg_gemm_q8_0_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_r
 void bg_gemm_q8_0_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
                        const void *packed, int64_t n_act, float *y, size_t y_stride)
 {
-    const int64_t ng = n_in / BG_GEMM_COLS;
-    const size_t group_bytes = Q8_0_GROUP * sizeof(bg_block_q8_0);
-    const uint8_t *wb = w;
-    const act16_q8_0 *acts = packed;
-    wgroup_q8_0 unpacked[Q8_0_CHUNK][16];
-    for (int64_t r0 = 0; r0 < n_rows; r0 += 16)
-        for (int64_t g0 = 0; g0 < ng; g0 += Q8_0_CHUNK) {
-            const int nc = ng - g0 < Q8_0_CHUNK ? (int)(ng - g0) : Q8_0_CHUNK;
-            for (int s = 0; s < nc; s++)
-                for (int m = 0; m < 16; m++)
-                    q8_0_unpack(wb + (size_t)(r0 + m) * w_stride + (size_t)(g0 + s) * group_bytes,
-                                &unpacked[s][m]);
-            prefetch_next_stripe(wb, w_stride, n_rows, ng, r0, g0, Q8_0_CHUNK);
-            for (int64_t t0 = 0; t0 < n_act; t0 += 16) {
-                const act16_q8_0 *a = acts + (t0 / 16) * ng + g0;
-                const int nt = n_act - t0 < 16 ? (int)(n_act - t0) : 16;
-                float *yt = y + (size_t)t0 * y_stride + r0;
-                for (int m0 = 0; m0 < 16; m0 += 4)
-                    tile_q8_0(unpacked, nc, m0, a, nt, yt, y_stride, g0 > 0);
-            }
-        }
+    signed_gemm(n_in, w, w_stride, n_rows, packed, n_act, y, y_stride, false);
+}
+
+void bg_gemm_iq4_xs_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
+                         const void *packed, int64_t n_act, float *y, size_t y_stride) BG_AVX2;
+void bg_gemm_iq4_xs_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
+                         const void *packed, int64_t n_act, float *y, size_t y_stride)
+{
+    signed_gemm(n_in, w, w_stride, n_rows, packed, n_act, y, y_stride, true);
 }
 
 #endif

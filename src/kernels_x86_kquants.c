@@ -313,11 +313,6 @@ BG_AVX2 void bg_dot_multi_q6_K_avx2(int64_t n, const void *w, const void *a, siz
  * IQ4_XS
  * ------------------------------------------------------------------------ */
 
-/* The IQ4_NL/IQ4_XS codebook (the format's constant table), for pshufb. */
-static const int8_t iq4_codebook[16] = {
-    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
-};
-
 /* Eight 6-bit scales - 32 as s16 in both lanes (for pick_scale): a
  * variable 32-bit shift pulls nibble g of scales_l and bit pair g of
  * scales_h into lane g at once. */
@@ -353,7 +348,7 @@ BG_AVX2 float bg_dot_iq4_xs_avx2(int64_t n, const void *w, const void *a)
 {
     const bg_block_iq4_xs *x = w;
     const bg_block_q8_K *y = a;
-    const __m256i book = _mm256_broadcastsi128_si256(loadu128(iq4_codebook));
+    const __m256i book = _mm256_broadcastsi128_si256(loadu128(bg_iq4_codebook));
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / BG_QK_K; b++, x++, y++) {
         bg_prefetch_ahead(x, sizeof *x);
