@@ -70,6 +70,12 @@ static const bg_gemm_kernel avx2_q6_K = {"avx2", 16, bg_avx2_packed_bytes, bg_av
                                          bg_gemm_q6_K_avx2};
 static const bg_gemm_kernel avx2_q8_0 = {"avx2", 8, bg_avx2_packed_bytes_q8_0, bg_avx2_pack_q8_0,
                                          bg_gemm_q8_0_avx2};
+static const bg_gemm_kernel avx2_q4_0 = {"avx2", 4, bg_avx2_packed_bytes_q8_0, bg_avx2_pack_q8_0,
+                                         bg_gemm_q4_0_avx2};
+static const bg_gemm_kernel avx2_q5_0 = {"avx2", 4, bg_avx2_packed_bytes_q8_0, bg_avx2_pack_q8_0,
+                                         bg_gemm_q5_0_avx2};
+static const bg_gemm_kernel avx2_iq4_nl = {"avx2", 4, bg_avx2_packed_bytes_q8_0,
+                                           bg_avx2_pack_q8_0, bg_gemm_iq4_nl_avx2};
 static const bg_gemm_kernel avx2_iq4_xs = {"avx2", 5, bg_avx2_packed_bytes, bg_avx2_pack_q8_K,
                                            bg_gemm_iq4_xs_avx2};
 static const bg_gemm_kernel amx_q8_0 = {"amx", 8, bg_amx_packed_bytes_q8_0, bg_amx_pack_q8_0,
@@ -255,7 +261,8 @@ static void choose_all(void)
     if (avx2 && !avx512)
         chosen_gemm[BG_TYPE_Q4_K] = &avx2_q4_K, chosen_gemm[BG_TYPE_Q5_K] = &avx2_q5_K,
         chosen_gemm[BG_TYPE_Q6_K] = &avx2_q6_K, chosen_gemm[BG_TYPE_Q8_0] = &avx2_q8_0,
-        chosen_gemm[BG_TYPE_IQ4_XS] = &avx2_iq4_xs;
+        chosen_gemm[BG_TYPE_IQ4_XS] = &avx2_iq4_xs, chosen_gemm[BG_TYPE_Q4_0] = &avx2_q4_0,
+        chosen_gemm[BG_TYPE_Q5_0] = &avx2_q5_0, chosen_gemm[BG_TYPE_IQ4_NL] = &avx2_iq4_nl;
     if (cap >= BG_ISA_AMX && cpu_has_amx())
         chosen_gemm[BG_TYPE_Q4_K] = &amx_q4_K, chosen_gemm[BG_TYPE_Q6_K] = &amx_q6_K,
         chosen_gemm[BG_TYPE_Q8_0] = &amx_q8_0;

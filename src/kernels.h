@@ -190,6 +190,12 @@ void bg_avx2_pack_q8_0(int64_t n_in, const void *xq, size_t xq_row, int64_t n_ac
                        void *packed);
 void bg_gemm_q8_0_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
                        const void *packed, int64_t n_act, float *y, size_t y_stride);
+void bg_gemm_q4_0_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
+                       const void *packed, int64_t n_act, float *y, size_t y_stride);
+void bg_gemm_q5_0_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
+                       const void *packed, int64_t n_act, float *y, size_t y_stride);
+void bg_gemm_iq4_nl_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
+                         const void *packed, int64_t n_act, float *y, size_t y_stride);
 void bg_gemm_iq4_xs_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
                          const void *packed, int64_t n_act, float *y, size_t y_stride);
 size_t bg_amx_packed_bytes(int64_t n_in, int64_t n_act);

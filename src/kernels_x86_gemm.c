@@ -40,6 +40,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "kernels_x86_codes.h"
 #include "kernels_x86_kquant.h"
 #include "kernels_x86_tiled.h"
 #include "quant.h"
@@ -450,22 +451,25 @@ void bg_gemm_q6_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_r
 }
 
 /* ------------------------------------------------------------------------
- * Signed codes: Q8_0 weights against Q8_0 activations, IQ4_XS against Q8_K
+ * Signed codes: Q8_0, Q4_0, Q5_0 and IQ4_NL weights against Q8_0
+ * activations, IQ4_XS against Q8_K
  *
- * The weights' codes are signed (Q8_0 any int8, -128 included; IQ4_XS its
- * codebook's values, -127 to 113), so they take maddubs's unsigned side as
+ * The weights' codes are signed (Q8_0 any int8, -128 included; Q4_0 and
+ * Q5_0 their codes less 8 or 16; IQ4_NL and IQ4_XS their codebook's
+ * values, -127 to 113), so they take maddubs's unsigned side as
  * |w|, and the activations (in [-127, 127], as the quantizers make them)
  * take w's sign: every product is exact. A maddubs lane is then up to
  * 2 x 128 x 127, so each goes through its madd at once, against ones
- * (Q8_0) or the group's integer scale (IQ4_XS): two multiplies per 32
- * products, as in the dots, but with the dots' per-pair float steps, scale
- * loads and conversions gone. Q8_0 has a float scale per block of 32 on
- * both sides, so its sums go to float a block at a time; IQ4_XS's, a
+ * (the 32-element blocks) or the group's integer scale (IQ4_XS): two
+ * multiplies per 32 products, as in the dots, but with the dots' per-pair
+ * float steps, scale loads and conversions gone. The 32-element blocks
+ * have a float scale each on both sides, so their sums go to float a
+ * block at a time; IQ4_XS's, a
  * super-block at a time (at most 256 x 127 x 127 x 32 < 2^31), and
  * without code sums to correct: no offsets.
  * ------------------------------------------------------------------------ */
 
-/* Blocks of 32 in a group of BG_GEMM_COLS codes (Q8_0). */
+/* Blocks of 32 in a group of BG_GEMM_COLS codes. */
 #define Q8_0_GROUP (BG_GEMM_COLS / BG_QK)
 
 /* Groups of a stripe unpacked at a time: 16 rows x 2 x 576 bytes, half
@@ -483,7 +487,7 @@ typedef struct act16_q8_0 {
 typedef struct wsigned {
     int8_t codes[BG_GEMM_COLS];
     uint8_t abs[BG_GEMM_COLS];  /* |code|: 128 for -128 */
-    float d[Q8_0_GROUP];        /* Q8_0: each block's; IQ4_XS: the super-block's in d[0] */
+    float d[Q8_0_GROUP];        /* each block's; IQ4_XS: the super-block's in d[0] */
     int32_t scale_pair[8];      /* IQ4_XS: group g's scale in both s16 halves */
 } wsigned;
 
@@ -540,12 +544,21 @@ BG_AVX2 static inline void store_signed(__m256i q, int g, wsigned *out)
     _mm256_storeu_si256((__m256i *)(out->abs + 32 * g), _mm256_abs_epi8(q));
 }
 
-BG_AVX2 static void q8_0_unpack(const uint8_t *src, wsigned *out)
+/* The weight formats of the signed tiles. */
+typedef enum signed_kind { SIGNED_Q8_0, SIGNED_Q4_0, SIGNED_Q5_0, SIGNED_IQ4_NL, SIGNED_IQ4_XS } signed_kind;
+
+/* A group of Q8_0_GROUP 32-element blocks, block_bytes each (their fp16
+ * scale first). */
+BG_AVX2 static inline __attribute__((always_inline)) void
+blocks_unpack(const uint8_t *src, size_t block_bytes, signed_kind kind, wsigned *out)
 {
-    for (int b = 0; b < Q8_0_GROUP; b++, src += sizeof(bg_block_q8_0)) {
-        store_signed(_mm256_loadu_si256((const __m256i *)(src + offsetof(bg_block_q8_0, qs))), b,
-                     out);
-        out->d[b] = kq_load_f16(src + offsetof(bg_block_q8_0, d));
+    for (int b = 0; b < Q8_0_GROUP; b++, src += block_bytes) {
+        const __m256i q = kind == SIGNED_Q4_0   ? bg_codes_q4_0(src)
+                          : kind == SIGNED_Q5_0 ? bg_codes_q5_0(src)
+                          : kind == SIGNED_IQ4_NL ? bg_codes_iq4_nl(src)
+                                                  : bg_codes_q8_0(src);
+        store_signed(q, b, out);
+        out->d[b] = kq_load_f16(src);
     }
 }
 
@@ -557,13 +570,10 @@ BG_AVX2 static void iq4_xs_unpack(const uint8_t *src, wsigned *out)
     const bg_block_iq4_xs *x = (const bg_block_iq4_xs *)(const void *)src;
     const __m256i book = _mm256_broadcastsi128_si256(
         _mm_loadu_si128((const __m128i *)(const void *)bg_iq4_codebook));
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
     uint16_t scales_h;
     memcpy(&scales_h, src + offsetof(bg_block_iq4_xs, scales_h), sizeof scales_h);
     for (int g = 0; g < 8; g++) {
-        const __m128i v = _mm_loadu_si128((const __m128i *)(x->qs + 16 * g));
-        const __m256i idx = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), m4);
-        store_signed(_mm256_shuffle_epi8(book, idx), g, out);
+        store_signed(_mm256_shuffle_epi8(book, bg_unpack_nibbles(x->qs + 16 * g)), g, out);
         const int ls = ((x->scales_l[g / 2] >> 4 * (g % 2)) & 0xF) | ((scales_h >> 2 * g) & 3) << 4;
         out->scale_pair[g] = bg_s16_pair(ls - 32, ls - 32);
     }
@@ -672,10 +682,15 @@ signed_tile(const wsigned (*unpacked)[16], int nc, int m0, const uint8_t *a, siz
 
 BG_AVX2 static inline __attribute__((always_inline)) void
 signed_gemm(int64_t n_in, const uint8_t *w, size_t w_stride, int64_t n_rows, const void *packed,
-            int64_t n_act, float *y, size_t y_stride, bool iq4)
+            int64_t n_act, float *y, size_t y_stride, signed_kind kind)
 {
     const int64_t ng = n_in / BG_GEMM_COLS;
-    const size_t group_bytes = iq4 ? sizeof(bg_block_iq4_xs) : Q8_0_GROUP * sizeof(bg_block_q8_0);
+    const bool iq4 = kind == SIGNED_IQ4_XS;
+    const size_t block_bytes = kind == SIGNED_Q4_0     ? sizeof(bg_block_q4_0)
+                               : kind == SIGNED_Q5_0   ? sizeof(bg_block_q5_0)
+                               : kind == SIGNED_IQ4_NL ? sizeof(bg_block_iq4_nl)
+                                                       : sizeof(bg_block_q8_0);
+    const size_t group_bytes = iq4 ? sizeof(bg_block_iq4_xs) : Q8_0_GROUP * block_bytes;
     const size_t record_bytes = iq4 ? sizeof(act16) : sizeof(act16_q8_0);
     wsigned unpacked[SIGNED_CHUNK][16];
     for (int64_t r0 = 0; r0 < n_rows; r0 += 16)
@@ -688,7 +703,7 @@ signed_gemm(int64_t n_in, const uint8_t *w, size_t w_stride, int64_t n_rows, con
                     if (iq4)
                         iq4_xs_unpack(src, &unpacked[s][m]);
                     else
-                        q8_0_unpack(src, &unpacked[s][m]);
+                        blocks_unpack(src, block_bytes, kind, &unpacked[s][m]);
                 }
             prefetch_next_stripe(w, w_stride, n_rows, ng, r0, g0, SIGNED_CHUNK);
             for (int64_t t0 = 0; t0 < n_act; t0 += 16) {
@@ -702,20 +717,19 @@ signed_gemm(int64_t n_in, const uint8_t *w, size_t w_stride, int64_t n_rows, con
         }
 }
 
-void bg_gemm_q8_0_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
-                       const void *packed, int64_t n_act, float *y, size_t y_stride) BG_AVX2;
-void bg_gemm_q8_0_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
-                       const void *packed, int64_t n_act, float *y, size_t y_stride)
-{
-    signed_gemm(n_in, w, w_stride, n_rows, packed, n_act, y, y_stride, false);
-}
-
-void bg_gemm_iq4_xs_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
-                         const void *packed, int64_t n_act, float *y, size_t y_stride) BG_AVX2;
-void bg_gemm_iq4_xs_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
-                         const void *packed, int64_t n_act, float *y, size_t y_stride)
-{
-    signed_gemm(n_in, w, w_stride, n_rows, packed, n_act, y, y_stride, true);
-}
+#define SIGNED_GEMM(name, kind)                                                                    \
+    void bg_gemm_##name##_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,       \
+                               const void *packed, int64_t n_act, float *y, size_t y_stride)       \
+        BG_AVX2;                                                                                   \
+    void bg_gemm_##name##_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,       \
+                               const void *packed, int64_t n_act, float *y, size_t y_stride)       \
+    {                                                                                              \
+        signed_gemm(n_in, w, w_stride, n_rows, packed, n_act, y, y_stride, kind);                  \
+    }
+SIGNED_GEMM(q8_0, SIGNED_Q8_0)
+SIGNED_GEMM(q4_0, SIGNED_Q4_0)
+SIGNED_GEMM(q5_0, SIGNED_Q5_0)
+SIGNED_GEMM(iq4_nl, SIGNED_IQ4_NL)
+SIGNED_GEMM(iq4_xs, SIGNED_IQ4_XS)
 
 #endif

@@ -65,11 +65,6 @@ BG_KQ static inline __m256i kq_scales(const uint8_t *p, __m128i *mins)
     return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(b));
 }
 
-/* The IQ4_NL/IQ4_XS codebook (the format's constant table), for pshufb. */
-static const int8_t bg_iq4_codebook[16] = {
-    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
-};
-
 /* The running sums of one Q4_K/Q5_K dot product. */
 typedef struct kq_sums {
     __m256 acc;      /* d * scaled sums, eight lanes */

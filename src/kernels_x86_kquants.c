@@ -31,6 +31,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels_x86_codes.h"
 #include "kernels_x86_kquant.h"
 #include "kernels_x86_prefetch.h"
 #include "quant.h"

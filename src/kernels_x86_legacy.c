@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "fp16.h"
+#include "kernels_x86_codes.h"
 #include "kernels_x86_prefetch.h"
 #include "quant.h"
 
@@ -69,29 +70,6 @@ static inline AVX2 __m256i dot_u8_i8(__m256i u, __m256i s)
 static inline AVX2 __m256i dot_i8(__m256i x, __m256i y)
 {
     return dot_u8_i8(_mm256_abs_epi8(x), _mm256_sign_epi8(y, x));
-}
-
-/* 16 bytes of nibbles as 32 bytes 0..15: byte j's low nibble goes to lane
- * j, its high nibble to lane j + 16 (the Q4/Q5/IQ4_NL element order). */
-static inline AVX2 __m256i unpack_nibbles(const uint8_t *qs)
-{
-    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)qs);
-    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(v, 4), v);
-    return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
-}
-
-/* The 32 bits of the little-endian word at qh as 32 bytes: 0xFF in lane j
- * where bit j is set, else 0. */
-static inline AVX2 __m256i expand_bits(const uint8_t *qh)
-{
-    int32_t bits;
-    memcpy(&bits, qh, sizeof bits);
-    /* Lane j takes byte j / 8 of the word, then tests bit j % 8 of it. */
-    const __m256i spread = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
-                                             0x0101010101010101, 0x0000000000000000);
-    const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201);
-    const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(bits), spread);
-    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
 }
 
 static inline AVX2 __m256i load_i8x32(const uint8_t *p)
@@ -212,28 +190,17 @@ typedef __m256i (*block_isum_fn)(const uint8_t *wb, __m256i y);
  * the activations take the unsigned side (|y| <= 128): exact for any y. */
 static inline AVX2 __m256i isum_q4_0(const uint8_t *wb, __m256i y)
 {
-    const __m256i q = unpack_nibbles(wb + offsetof(bg_block_q4_0, qs));
-    return dot_i8(y, _mm256_sub_epi8(q, _mm256_set1_epi8(8)));
+    return dot_i8(y, bg_codes_q4_0(wb));
 }
 
 static inline AVX2 __m256i isum_q5_0(const uint8_t *wb, __m256i y)
 {
-    const __m256i q = unpack_nibbles(wb + offsetof(bg_block_q5_0, qs));
-    const __m256i high = expand_bits(wb + offsetof(bg_block_q5_0, qh));
-    /* code - 16: the nibble where bit 4 is set, else the nibble - 16,
-     * which is the nibble with its upper four bits set (0xF0 = -16). */
-    const __m256i minus16 = _mm256_andnot_si256(high, _mm256_set1_epi8((char)0xF0));
-    return dot_i8(y, _mm256_or_si256(q, minus16));
+    return dot_i8(y, bg_codes_q5_0(wb));
 }
 
 static inline AVX2 __m256i isum_iq4_nl(const uint8_t *wb, __m256i y)
 {
-    /* The IQ4_NL codebook (quant.c), one copy per 128-bit lane for pshufb. */
-    const __m256i book = _mm256_setr_epi8(
-        -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
-        -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
-    const __m256i q = unpack_nibbles(wb + offsetof(bg_block_iq4_nl, qs));
-    return dot_i8(y, _mm256_shuffle_epi8(book, q));
+    return dot_i8(y, bg_codes_iq4_nl(wb));
 }
 
 /* Q8_0 weights may hold any int8 (-128 included), so they take the
@@ -241,7 +208,7 @@ static inline AVX2 __m256i isum_iq4_nl(const uint8_t *wb, __m256i y)
  * Q8_0 quantizers produce. */
 static inline AVX2 __m256i isum_q8_0(const uint8_t *wb, __m256i y)
 {
-    return dot_i8(load_i8x32(wb + offsetof(bg_block_q8_0, qs)), y);
+    return dot_i8(bg_codes_q8_0(wb), y);
 }
 
 /* One block: acc + d_w * d_a * isum. The scale is in lane 0 of the
@@ -360,13 +327,13 @@ AVX2 float bg_dot_iq4_nl_avx2(int64_t n, const void *w, const void *a)
 /* Exact integer sum of one block's unsigned codes (0..31) with y. */
 static inline AVX2 __m256i isum_q4_1(const uint8_t *wb, __m256i y)
 {
-    return dot_u8_i8(unpack_nibbles(wb + offsetof(bg_block_q4_1, qs)), y);
+    return dot_u8_i8(bg_unpack_nibbles(wb + offsetof(bg_block_q4_1, qs)), y);
 }
 
 static inline AVX2 __m256i isum_q5_1(const uint8_t *wb, __m256i y)
 {
-    const __m256i q = unpack_nibbles(wb + offsetof(bg_block_q5_1, qs));
-    const __m256i high = expand_bits(wb + offsetof(bg_block_q5_1, qh));
+    const __m256i q = bg_unpack_nibbles(wb + offsetof(bg_block_q5_1, qs));
+    const __m256i high = bg_expand_bits(wb + offsetof(bg_block_q5_1, qh));
     return dot_u8_i8(_mm256_or_si256(q, _mm256_and_si256(high, _mm256_set1_epi8(16))), y);
 }
 
