@@ -78,7 +78,7 @@ static const bg_gemm_kernel avx2_iq4_nl = {"avx2", 4, bg_avx2_packed_bytes_q8_0,
                                            bg_avx2_pack_q8_0, bg_gemm_iq4_nl_avx2};
 static const bg_gemm_kernel avx2_iq4_xs = {"avx2", 5, bg_avx2_packed_bytes, bg_avx2_pack_q8_K,
                                            bg_gemm_iq4_xs_avx2};
-static const bg_gemm_kernel amx_q8_0 = {"amx", 8, bg_amx_packed_bytes_q8_0, bg_amx_pack_q8_0,
+static const bg_gemm_kernel amx_q8_0 = {"amx", 8, bg_avx2_packed_bytes_q8_0, bg_avx2_pack_q8_0,
                                         bg_gemm_q8_0_amx};
 
 /* Only where they measured faster than AVX2 (bench/kernel_speed). */

@@ -205,9 +205,6 @@ void bg_gemm_q4_K_amx(int64_t n_in, const void *w, size_t w_stride, int64_t n_ro
                       const void *packed, int64_t n_act, float *y, size_t y_stride);
 void bg_gemm_q6_K_amx(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
                       const void *packed, int64_t n_act, float *y, size_t y_stride);
-size_t bg_amx_packed_bytes_q8_0(int64_t n_in, int64_t n_act);
-void bg_amx_pack_q8_0(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act, int64_t block,
-                      void *packed);
 void bg_gemm_q8_0_amx(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
                       const void *packed, int64_t n_act, float *y, size_t y_stride);
 float bg_dot_q5_K_avx512(int64_t n, const void *w, const void *a);

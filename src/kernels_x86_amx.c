@@ -406,57 +406,11 @@ void bg_gemm_q6_K_amx(int64_t n_in, const void *w, size_t w_stride, int64_t n_ro
 /* Q8_0: 32-code blocks, each with its own scale on both sides, so every
  * block's 16 x 16 integer result is turned to float with d_w * d_a. The
  * weight codes are signed bytes, multiplied as they are stored (TDPBSSD,
- * A tile rows read from the matrix itself, a row stride apart). */
-typedef struct bg_amx_act_q8_0 {
-    int8_t q[BG_QK_K / 4][64]; /* as in bg_amx_act, 256 codes (8 blocks) */
-    float d[8][16];            /* block b's scale of row t */
-} bg_amx_act_q8_0;
-
-size_t bg_amx_packed_bytes_q8_0(int64_t n_in, int64_t n_act)
-{
-    return (size_t)((n_act + 15) / 16) * (size_t)(n_in / BG_QK_K) * sizeof(bg_amx_act_q8_0);
-}
-
-void bg_amx_pack_q8_0(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act, int64_t block,
-                      void *packed) BG_AMX;
-
-void bg_amx_pack_q8_0(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act, int64_t block,
-                      void *packed)
-{
-    const int64_t ng = n_in / BG_QK_K, t0 = block * 16;
-    const int nt = n_act - t0 < 16 ? (int)(n_act - t0) : 16;
-    bg_amx_act_q8_0 *out = (bg_amx_act_q8_0 *)packed + block * ng;
-    for (int64_t g = 0; g < ng; g++, out++) {
-        const bg_block_q8_0 *rows[16];
-        for (int t = 0; t < 16; t++)
-            rows[t] = t < nt ? (const bg_block_q8_0 *)((const uint8_t *)xq +
-                                                      (size_t)(t0 + t) * xq_row) + 8 * g
-                             : NULL;
-        for (int part = 0; part < 4; part++) {
-            __m512i in[16], tr[16];
-            for (int t = 0; t < 16; t++)
-                in[t] = rows[t] ? _mm512_inserti64x4(
-                                      _mm512_castsi256_si512(_mm256_loadu_si256(
-                                          (const __m256i *)rows[t][2 * part].qs)),
-                                      _mm256_loadu_si256((const __m256i *)rows[t][2 * part + 1].qs), 1)
-                                : _mm512_setzero_si512();
-            transpose16(in, tr);
-            for (int k = 0; k < 16; k++)
-                _mm512_storeu_si512(out->q[16 * part + k], tr[k]);
-        }
-        for (int b = 0; b < 8; b++)
-            for (int t = 0; t < 16; t++) {
-                uint16_t h = 0;
-                if (rows[t])
-                    memcpy(&h, &rows[t][b].d, sizeof h);
-                out->d[b][t] = _cvtsh_ss(h);
-            }
-    }
-}
-
-/* One stripe of 16 Q8_0 rows. */
+ * A tile rows read from the matrix itself, a row stride apart). The
+ * activations are packed by bg_avx2_pack_q8_0: its record's code rows are
+ * already the B tiles' layout. One stripe of 16 rows. */
 BG_AMX static void q8_0_stripe_gemm(int64_t n_in, const uint8_t *w, size_t w_stride,
-                                    const bg_amx_act_q8_0 *acts, int64_t n_act, float *y,
+                                    const bg_act16_q8_0 *acts, int64_t n_act, float *y,
                                     size_t y_stride)
 {
     _Alignas(64) int32_t c0[16][16], c1[16][16];
@@ -466,7 +420,7 @@ BG_AMX static void q8_0_stripe_gemm(int64_t n_in, const uint8_t *w, size_t w_str
         for (int m = 0; m < 16; m++)
             f[m] = _mm512_setzero_ps();
         for (int64_t g = 0; g < ng; g++) {
-            const bg_amx_act_q8_0 *a = acts + blk * ng + g;
+            const bg_act16_q8_0 *a = acts + blk * ng + g;
             for (int b = 0; b < 8; b += 2) {
                 const bg_block_q8_0 *wb = (const bg_block_q8_0 *)w + 8 * g + b;
                 _tile_zero(0);

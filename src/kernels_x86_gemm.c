@@ -426,29 +426,20 @@ gemm(int64_t n_in, const uint8_t *w, size_t w_stride, int64_t n_rows, const act1
         }
 }
 
-void bg_gemm_q4_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
-                       const void *packed, int64_t n_act, float *y, size_t y_stride) BG_AVX2;
-void bg_gemm_q4_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
-                       const void *packed, int64_t n_act, float *y, size_t y_stride)
-{
-    gemm(n_in, w, w_stride, n_rows, packed, n_act, y, y_stride, KIND_Q4_K);
-}
-
-void bg_gemm_q5_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
-                       const void *packed, int64_t n_act, float *y, size_t y_stride) BG_AVX2;
-void bg_gemm_q5_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
-                       const void *packed, int64_t n_act, float *y, size_t y_stride)
-{
-    gemm(n_in, w, w_stride, n_rows, packed, n_act, y, y_stride, KIND_Q5_K);
-}
-
-void bg_gemm_q6_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
-                       const void *packed, int64_t n_act, float *y, size_t y_stride) BG_AVX2;
-void bg_gemm_q6_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
-                       const void *packed, int64_t n_act, float *y, size_t y_stride)
-{
-    gemm(n_in, w, w_stride, n_rows, packed, n_act, y, y_stride, KIND_Q6_K);
-}
+/* The exported entry point bg_gemm_<name>_avx2 of impl (gemm or
+ * signed_gemm) for one weight format. */
+#define GEMM_ENTRY(name, impl, kind)                                                               \
+    void bg_gemm_##name##_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,       \
+                               const void *packed, int64_t n_act, float *y, size_t y_stride)       \
+        BG_AVX2;                                                                                   \
+    void bg_gemm_##name##_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,       \
+                               const void *packed, int64_t n_act, float *y, size_t y_stride)       \
+    {                                                                                              \
+        impl(n_in, w, w_stride, n_rows, packed, n_act, y, y_stride, kind);                         \
+    }
+GEMM_ENTRY(q4_K, gemm, KIND_Q4_K)
+GEMM_ENTRY(q5_K, gemm, KIND_Q5_K)
+GEMM_ENTRY(q6_K, gemm, KIND_Q6_K)
 
 /* ------------------------------------------------------------------------
  * Signed codes: Q8_0, Q4_0, Q5_0 and IQ4_NL weights against Q8_0
@@ -476,12 +467,9 @@ void bg_gemm_q6_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_r
  * L1, as the K-quants' chunk. */
 #define SIGNED_CHUNK 2
 
-/* One group of 16 Q8_0 activation rows: codes as in act16, and each
- * block's scale per row. */
-typedef struct act16_q8_0 {
-    int8_t q[BG_GEMM_COLS / 4][64]; /* q[k / 4][4 t + k % 4] = code k of row t */
-    float d[Q8_0_GROUP][16];
-} act16_q8_0;
+_Static_assert(sizeof(((bg_act16_q8_0 *)0)->d) / sizeof(((bg_act16_q8_0 *)0)->d[0]) ==
+                   Q8_0_GROUP,
+               "a Q8_0 record's blocks are a group's");
 
 /* One weight row's group of BG_GEMM_COLS codes, unpacked. */
 typedef struct wsigned {
@@ -493,7 +481,7 @@ typedef struct wsigned {
 
 size_t bg_avx2_packed_bytes_q8_0(int64_t n_in, int64_t n_act)
 {
-    return (size_t)((n_act + 15) / 16) * (size_t)(n_in / BG_GEMM_COLS) * sizeof(act16_q8_0);
+    return (size_t)((n_act + 15) / 16) * (size_t)(n_in / BG_GEMM_COLS) * sizeof(bg_act16_q8_0);
 }
 
 void bg_avx2_pack_q8_0(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act, int64_t block,
@@ -504,7 +492,7 @@ void bg_avx2_pack_q8_0(int64_t n_in, const void *xq, size_t xq_row, int64_t n_ac
 {
     const int64_t ng = n_in / BG_GEMM_COLS, t0 = block * 16;
     const size_t group_bytes = Q8_0_GROUP * sizeof(bg_block_q8_0);
-    act16_q8_0 *out = (act16_q8_0 *)packed + block * ng;
+    bg_act16_q8_0 *out = (bg_act16_q8_0 *)packed + block * ng;
     for (int64_t g = 0; g < ng; g++, out++) {
         /* byte pointers: rows may start at any address */
         const uint8_t *rows[16];
@@ -628,7 +616,7 @@ signed_to_float(__m256i isum[4][2], const float *da, const float dw[4], int halv
 }
 
 /* One group of weight rows w[0..3] against activation rows 0..7 (halves
- * 1) or 0..15 (halves 2) of a (an act16_q8_0 or, IQ4_XS, an act16):
+ * 1) or 0..15 (halves 2) of a (a bg_act16_q8_0 or, IQ4_XS, an act16):
  * acc[16 m + t] += row m . row t. Eight registers hold the 32-bit sums;
  * the float sums, touched once a block or super-block, may spill. */
 BG_AVX2 static inline __attribute__((always_inline)) void
@@ -648,7 +636,7 @@ signed_group(const wsigned *const w[4], const void *a, int halves, bool iq4, flo
         const float dw[4] = {w[0]->d[0], w[1]->d[0], w[2]->d[0], w[3]->d[0]};
         signed_to_float(isum, a16->d, dw, halves, acc);
     } else {
-        const act16_q8_0 *a8 = a;
+        const bg_act16_q8_0 *a8 = a;
         const __m256i ones = _mm256_set1_epi16(1);
         const __m256i mul[4] = {ones, ones, ones, ones};
         for (int b = 0; b < Q8_0_GROUP; b++) {
@@ -691,7 +679,7 @@ signed_gemm(int64_t n_in, const uint8_t *w, size_t w_stride, int64_t n_rows, con
                                : kind == SIGNED_IQ4_NL ? sizeof(bg_block_iq4_nl)
                                                        : sizeof(bg_block_q8_0);
     const size_t group_bytes = iq4 ? sizeof(bg_block_iq4_xs) : Q8_0_GROUP * block_bytes;
-    const size_t record_bytes = iq4 ? sizeof(act16) : sizeof(act16_q8_0);
+    const size_t record_bytes = iq4 ? sizeof(act16) : sizeof(bg_act16_q8_0);
     wsigned unpacked[SIGNED_CHUNK][16];
     for (int64_t r0 = 0; r0 < n_rows; r0 += 16)
         for (int64_t g0 = 0; g0 < ng; g0 += SIGNED_CHUNK) {
@@ -717,19 +705,10 @@ signed_gemm(int64_t n_in, const uint8_t *w, size_t w_stride, int64_t n_rows, con
         }
 }
 
-#define SIGNED_GEMM(name, kind)                                                                    \
-    void bg_gemm_##name##_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,       \
-                               const void *packed, int64_t n_act, float *y, size_t y_stride)       \
-        BG_AVX2;                                                                                   \
-    void bg_gemm_##name##_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,       \
-                               const void *packed, int64_t n_act, float *y, size_t y_stride)       \
-    {                                                                                              \
-        signed_gemm(n_in, w, w_stride, n_rows, packed, n_act, y, y_stride, kind);                  \
-    }
-SIGNED_GEMM(q8_0, SIGNED_Q8_0)
-SIGNED_GEMM(q4_0, SIGNED_Q4_0)
-SIGNED_GEMM(q5_0, SIGNED_Q5_0)
-SIGNED_GEMM(iq4_nl, SIGNED_IQ4_NL)
-SIGNED_GEMM(iq4_xs, SIGNED_IQ4_XS)
+GEMM_ENTRY(q8_0, signed_gemm, SIGNED_Q8_0)
+GEMM_ENTRY(q4_0, signed_gemm, SIGNED_Q4_0)
+GEMM_ENTRY(q5_0, signed_gemm, SIGNED_Q5_0)
+GEMM_ENTRY(iq4_nl, signed_gemm, SIGNED_IQ4_NL)
+GEMM_ENTRY(iq4_xs, signed_gemm, SIGNED_IQ4_XS)
 
 #endif

@@ -1,6 +1,6 @@
 /* What the AVX2 and AMX tiled products share when they pack activations:
- * the 16 Q8_K rows of a block of activations, and the s16 pairs their
- * code sums go into as madd operands. Plain C, so it inlines under either
+ * the 16 Q8_K rows of a block of activations, the s16 pairs their code
+ * sums go into as madd operands, and the packed Q8_0 record. Plain C, so it inlines under either
  * target. */
 #ifndef BG_KERNELS_X86_TILED_H
 #define BG_KERNELS_X86_TILED_H
@@ -15,6 +15,15 @@ static inline int32_t bg_s16_pair(int lo, int hi)
 {
     return (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
 }
+
+/* A group of 256 codes of 16 Q8_0 activation rows, as the AVX2 and AMX
+ * Q8_0 tiles both read it (bg_avx2_pack_q8_0 writes it): q[k / 4][4 t +
+ * k % 4] is code k of row t, rows past the end zero; d[b][t] is block b's
+ * scale of row t. */
+typedef struct bg_act16_q8_0 {
+    int8_t q[256 / 4][64];
+    float d[8][16];
+} bg_act16_q8_0;
 
 /* Super-block s of activation rows t0 .. t0 + 15 (of n_act, xq_row bytes
  * apart) into rows; NULL for rows past the end. */
