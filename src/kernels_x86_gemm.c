@@ -631,7 +631,7 @@ signed_group(const wsigned *const w[4], const void *a, int halves, bool iq4, flo
             const __m256i mul[4] = {
                 _mm256_set1_epi32(w[0]->scale_pair[g]), _mm256_set1_epi32(w[1]->scale_pair[g]),
                 _mm256_set1_epi32(w[2]->scale_pair[g]), _mm256_set1_epi32(w[3]->scale_pair[g])};
-            signed_steps(w, (const int8_t(*)[64])a16->q, 8 * g, mul, halves, isum);
+            signed_steps(w, a16->q, 8 * g, mul, halves, isum);
         }
         const float dw[4] = {w[0]->d[0], w[1]->d[0], w[2]->d[0], w[3]->d[0]};
         signed_to_float(isum, a16->d, dw, halves, acc);
@@ -640,7 +640,7 @@ signed_group(const wsigned *const w[4], const void *a, int halves, bool iq4, flo
         const __m256i ones = _mm256_set1_epi16(1);
         const __m256i mul[4] = {ones, ones, ones, ones};
         for (int b = 0; b < Q8_0_GROUP; b++) {
-            signed_steps(w, (const int8_t(*)[64])a8->q, 8 * b, mul, halves, isum);
+            signed_steps(w, a8->q, 8 * b, mul, halves, isum);
             const float dw[4] = {w[0]->d[b], w[1]->d[b], w[2]->d[b], w[3]->d[b]};
             signed_to_float(isum, a8->d[b], dw, halves, acc);
         }
