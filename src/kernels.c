@@ -257,12 +257,17 @@ static void choose_all(void)
         for (int t = 0; t < BG_TYPE_COUNT; t++)
             if (chosen[t] && chosen[t] == avx512_dot((bg_type)t))
                 chosen_multi[t] = avx512_dot_multi((bg_type)t);
-    /* measured against the AVX2 multi-row dots only; AVX-512 keeps its own */
+    /* The K-quant tiles were measured against the AVX2 multi-row dots only;
+     * AVX-512 keeps its own. The other types have no AVX-512 dots, so an
+     * AVX-512 processor runs their AVX2 dots, which the AVX2 tiles beat
+     * (untimed on AVX-512 hardware). */
     if (avx2 && !avx512)
         chosen_gemm[BG_TYPE_Q4_K] = &avx2_q4_K, chosen_gemm[BG_TYPE_Q5_K] = &avx2_q5_K,
-        chosen_gemm[BG_TYPE_Q6_K] = &avx2_q6_K, chosen_gemm[BG_TYPE_Q8_0] = &avx2_q8_0,
-        chosen_gemm[BG_TYPE_IQ4_XS] = &avx2_iq4_xs, chosen_gemm[BG_TYPE_Q4_0] = &avx2_q4_0,
-        chosen_gemm[BG_TYPE_Q5_0] = &avx2_q5_0, chosen_gemm[BG_TYPE_IQ4_NL] = &avx2_iq4_nl;
+        chosen_gemm[BG_TYPE_Q6_K] = &avx2_q6_K;
+    if (avx2)
+        chosen_gemm[BG_TYPE_Q8_0] = &avx2_q8_0, chosen_gemm[BG_TYPE_IQ4_XS] = &avx2_iq4_xs,
+        chosen_gemm[BG_TYPE_Q4_0] = &avx2_q4_0, chosen_gemm[BG_TYPE_Q5_0] = &avx2_q5_0,
+        chosen_gemm[BG_TYPE_IQ4_NL] = &avx2_iq4_nl;
     if (cap >= BG_ISA_AMX && cpu_has_amx())
         chosen_gemm[BG_TYPE_Q4_K] = &amx_q4_K, chosen_gemm[BG_TYPE_Q6_K] = &amx_q6_K,
         chosen_gemm[BG_TYPE_Q8_0] = &amx_q8_0;
