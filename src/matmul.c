@@ -17,8 +17,13 @@ bg_matrix bg_matrix_of(const brigade_tensor_info *t, uint64_t expert)
 
 size_t bg_matmul_scratch(uint64_t n_in, uint64_t n_rows)
 {
-    /* f32 is the widest dot format: 4 bytes an element */
-    return (size_t)(n_in * 4 + 64) * (size_t)n_rows;
+    /* f32 is the widest dot format: 4 bytes an element. A tiled product
+     * packs its activations after the converted rows, in blocks of 16
+     * rows (about 1.2 bytes an element): room for 16 rows holds that from
+     * the fewest rows a tiled product takes (4) on, where n rows' room
+     * did not before 7. */
+    const uint64_t rows = n_rows < 16 ? 16 : n_rows;
+    return (size_t)(n_in * 4 + 64) * (size_t)rows;
 }
 
 /* The rows [r0, r1) of its matrix's n_out that task task_index computes

@@ -23,7 +23,8 @@ typedef struct bg_matrix {
 /* The matrix of tensor t, or of expert e of a 3-d expert tensor. */
 bg_matrix bg_matrix_of(const brigade_tensor_info *t, uint64_t expert);
 
-/* Bytes of scratch bg_matmul needs for n_rows inputs of up to n_in elements. */
+/* Bytes of scratch bg_matmul needs for n_rows inputs of up to n_in elements
+ * (16 rows' worth at least, for the tiled products' packing). */
 size_t bg_matmul_scratch(uint64_t n_in, uint64_t n_rows);
 
 /* For each of n rows: y[i * y_stride + 0..n_out) = W x[i * x_stride + 0..n_in).
