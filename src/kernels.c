@@ -53,33 +53,33 @@ static bool cpu_has_amx(void)
 #endif
 }
 
-/* The AVX2 Q6_K product piles only two maddubs onto a scale (Q4_K: eight)
- * and fills a 16-row tile however few rows there are: a 131072 x 2048 Q6_K
- * product out of memory took 36 ms tiled against 23-28 ms as dots at 8
- * activation rows, 46 against 34-43 at 12, the same at 16; Q4_K's tiles
- * are faster from 8 on. */
-static const bg_gemm_kernel amx_q4_K = {"amx", 8, bg_amx_packed_bytes, bg_amx_pack_q8_K,
-                                        bg_gemm_q4_K_amx};
-static const bg_gemm_kernel amx_q6_K = {"amx", 8, bg_amx_packed_bytes, bg_amx_pack_q8_K,
-                                        bg_gemm_q6_K_amx};
-static const bg_gemm_kernel avx2_q4_K = {"avx2", 8, bg_avx2_packed_bytes, bg_avx2_pack_q8_K,
-                                         bg_gemm_q4_K_avx2};
-static const bg_gemm_kernel avx2_q5_K = {"avx2", 8, bg_avx2_packed_bytes, bg_avx2_pack_q8_K,
-                                         bg_gemm_q5_K_avx2};
-static const bg_gemm_kernel avx2_q6_K = {"avx2", 16, bg_avx2_packed_bytes, bg_avx2_pack_q8_K,
-                                         bg_gemm_q6_K_avx2};
-static const bg_gemm_kernel avx2_q8_0 = {"avx2", 8, bg_avx2_packed_bytes_q8_0, bg_avx2_pack_q8_0,
-                                         bg_gemm_q8_0_avx2};
-static const bg_gemm_kernel avx2_q4_0 = {"avx2", 4, bg_avx2_packed_bytes_q8_0, bg_avx2_pack_q8_0,
-                                         bg_gemm_q4_0_avx2};
-static const bg_gemm_kernel avx2_q5_0 = {"avx2", 4, bg_avx2_packed_bytes_q8_0, bg_avx2_pack_q8_0,
-                                         bg_gemm_q5_0_avx2};
-static const bg_gemm_kernel avx2_iq4_nl = {"avx2", 4, bg_avx2_packed_bytes_q8_0,
-                                           bg_avx2_pack_q8_0, bg_gemm_iq4_nl_avx2};
-static const bg_gemm_kernel avx2_iq4_xs = {"avx2", 5, bg_avx2_packed_bytes, bg_avx2_pack_q8_K,
-                                           bg_gemm_iq4_xs_avx2};
-static const bg_gemm_kernel amx_q8_0 = {"amx", 8, bg_avx2_packed_bytes_q8_0, bg_avx2_pack_q8_0,
-                                        bg_gemm_q8_0_amx};
+/* The tiled products by weight type, each with the fewest activation rows
+ * from which it beats the dots (one thread, a 16384 x 2048 product out of
+ * memory unless said):
+ *  - The AVX2 Q6_K product piles only two maddubs onto a scale (Q4_K:
+ *    eight) and fills a 16-row tile however few rows there are: 131072 x
+ *    2048 took 36 ms tiled against 23-28 ms as dots at 8 rows, 46 against
+ *    34-43 at 12, the same at 16. Q4_K's and Q5_K's tiles win from 8
+ *    (Q5_K: 7.5 against 8.5 ms), Q8_0's too (8.4 against 9.6).
+ *  - The types without multi-row dots pay a whole dot a row: Q4_0's tile
+ *    wins from 4 (7.0 against 7.8 ms); IQ4_XS's ties there (7.4 against
+ *    7.3) and wins from 5. */
+static const bg_gemm_kernel avx2_gemm[BG_TYPE_COUNT] = {
+    [BG_TYPE_Q4_K] = {"avx2", 8, bg_avx2_packed_bytes, bg_avx2_pack_q8_K, bg_gemm_q4_K_avx2},
+    [BG_TYPE_Q5_K] = {"avx2", 8, bg_avx2_packed_bytes, bg_avx2_pack_q8_K, bg_gemm_q5_K_avx2},
+    [BG_TYPE_Q6_K] = {"avx2", 16, bg_avx2_packed_bytes, bg_avx2_pack_q8_K, bg_gemm_q6_K_avx2},
+    [BG_TYPE_IQ4_XS] = {"avx2", 5, bg_avx2_packed_bytes, bg_avx2_pack_q8_K, bg_gemm_iq4_xs_avx2},
+    [BG_TYPE_Q8_0] = {"avx2", 8, bg_avx2_packed_bytes_q8_0, bg_avx2_pack_q8_0, bg_gemm_q8_0_avx2},
+    [BG_TYPE_Q4_0] = {"avx2", 4, bg_avx2_packed_bytes_q8_0, bg_avx2_pack_q8_0, bg_gemm_q4_0_avx2},
+    [BG_TYPE_Q5_0] = {"avx2", 4, bg_avx2_packed_bytes_q8_0, bg_avx2_pack_q8_0, bg_gemm_q5_0_avx2},
+    [BG_TYPE_IQ4_NL] = {"avx2", 4, bg_avx2_packed_bytes_q8_0, bg_avx2_pack_q8_0,
+                        bg_gemm_iq4_nl_avx2},
+};
+static const bg_gemm_kernel amx_gemm[BG_TYPE_COUNT] = {
+    [BG_TYPE_Q4_K] = {"amx", 8, bg_amx_packed_bytes, bg_amx_pack_q8_K, bg_gemm_q4_K_amx},
+    [BG_TYPE_Q6_K] = {"amx", 8, bg_amx_packed_bytes, bg_amx_pack_q8_K, bg_gemm_q6_K_amx},
+    [BG_TYPE_Q8_0] = {"amx", 8, bg_avx2_packed_bytes_q8_0, bg_avx2_pack_q8_0, bg_gemm_q8_0_amx},
+};
 
 /* Only where they measured faster than AVX2 (bench/kernel_speed). */
 static bg_dot_fn avx512_dot(bg_type type)
@@ -257,20 +257,17 @@ static void choose_all(void)
         for (int t = 0; t < BG_TYPE_COUNT; t++)
             if (chosen[t] && chosen[t] == avx512_dot((bg_type)t))
                 chosen_multi[t] = avx512_dot_multi((bg_type)t);
-    /* The K-quant tiles were measured against the AVX2 multi-row dots only;
-     * AVX-512 keeps its own. The other types have no AVX-512 dots, so an
-     * AVX-512 processor runs their AVX2 dots, which the AVX2 tiles beat
-     * (untimed on AVX-512 hardware). */
-    if (avx2 && !avx512)
-        chosen_gemm[BG_TYPE_Q4_K] = &avx2_q4_K, chosen_gemm[BG_TYPE_Q5_K] = &avx2_q5_K,
-        chosen_gemm[BG_TYPE_Q6_K] = &avx2_q6_K;
-    if (avx2)
-        chosen_gemm[BG_TYPE_Q8_0] = &avx2_q8_0, chosen_gemm[BG_TYPE_IQ4_XS] = &avx2_iq4_xs,
-        chosen_gemm[BG_TYPE_Q4_0] = &avx2_q4_0, chosen_gemm[BG_TYPE_Q5_0] = &avx2_q5_0,
-        chosen_gemm[BG_TYPE_IQ4_NL] = &avx2_iq4_nl;
-    if (cap >= BG_ISA_AMX && cpu_has_amx())
-        chosen_gemm[BG_TYPE_Q4_K] = &amx_q4_K, chosen_gemm[BG_TYPE_Q6_K] = &amx_q6_K,
-        chosen_gemm[BG_TYPE_Q8_0] = &amx_q8_0;
+    /* The AVX2 tiles were measured against the AVX2 dots: AVX-512 keeps its
+     * own multi-row dots (the K-quants'); the other types' AVX2 tiles beat
+     * the AVX2 dots an AVX-512 processor runs for them too (untimed on
+     * AVX-512 hardware). AMX comes first where it has a product. */
+    const bool amx = cap >= BG_ISA_AMX && cpu_has_amx();
+    for (int t = 0; t < BG_TYPE_COUNT; t++) {
+        if (avx2 && avx2_gemm[t].gemm && !(avx512 && avx512_dot_multi((bg_type)t)))
+            chosen_gemm[t] = &avx2_gemm[t];
+        if (amx && amx_gemm[t].gemm)
+            chosen_gemm[t] = &amx_gemm[t];
+    }
     if (avx2) {
         const struct {
             bg_type type;
