@@ -60,15 +60,15 @@ static bool cpu_has_amx(void)
  *    eight) and fills a 16-row tile however few rows there are: 131072 x
  *    2048 took 36 ms tiled against 23-28 ms as dots at 8 rows, 46 against
  *    34-43 at 12, the same at 16. Q4_K's and Q5_K's tiles win from 8
- *    (Q5_K: 7.5 against 8.5 ms), Q8_0's too (8.4 against 9.6).
+ *    (Q5_K: 7.5 against 8.5 ms), Q8_0's and IQ4_XS's too (8.4 against
+ *    9.6, 7.2 against 7.7).
  *  - The types without multi-row dots pay a whole dot a row: Q4_0's tile
- *    wins from 4 (7.0 against 7.8 ms); IQ4_XS's ties there (7.4 against
- *    7.3) and wins from 5. */
+ *    wins from 4 (7.0 against 7.8 ms). */
 static const bg_gemm_kernel avx2_gemm[BG_TYPE_COUNT] = {
     [BG_TYPE_Q4_K] = {"avx2", 8, bg_avx2_packed_bytes, bg_avx2_pack_q8_K, bg_gemm_q4_K_avx2},
     [BG_TYPE_Q5_K] = {"avx2", 8, bg_avx2_packed_bytes, bg_avx2_pack_q8_K, bg_gemm_q5_K_avx2},
     [BG_TYPE_Q6_K] = {"avx2", 16, bg_avx2_packed_bytes, bg_avx2_pack_q8_K, bg_gemm_q6_K_avx2},
-    [BG_TYPE_IQ4_XS] = {"avx2", 5, bg_avx2_packed_bytes, bg_avx2_pack_q8_K, bg_gemm_iq4_xs_avx2},
+    [BG_TYPE_IQ4_XS] = {"avx2", 8, bg_avx2_packed_bytes, bg_avx2_pack_q8_K, bg_gemm_iq4_xs_avx2},
     [BG_TYPE_Q8_0] = {"avx2", 8, bg_avx2_packed_bytes_q8_0, bg_avx2_pack_q8_0, bg_gemm_q8_0_avx2},
     [BG_TYPE_Q4_0] = {"avx2", 4, bg_avx2_packed_bytes_q8_0, bg_avx2_pack_q8_0, bg_gemm_q4_0_avx2},
     [BG_TYPE_Q5_0] = {"avx2", 4, bg_avx2_packed_bytes_q8_0, bg_avx2_pack_q8_0, bg_gemm_q5_0_avx2},
@@ -278,6 +278,7 @@ static void choose_all(void)
             {BG_TYPE_Q4_K, bg_dot_q4_K_avx2, bg_dot_multi_q4_K_avx2},
             {BG_TYPE_Q5_K, bg_dot_q5_K_avx2, bg_dot_multi_q5_K_avx2},
             {BG_TYPE_Q6_K, bg_dot_q6_K_avx2, bg_dot_multi_q6_K_avx2},
+            {BG_TYPE_IQ4_XS, bg_dot_iq4_xs_avx2, bg_dot_multi_iq4_xs_avx2},
         };
         for (size_t i = 0; i < sizeof avx2_multi / sizeof *avx2_multi; i++)
             if (chosen[avx2_multi[i].type] == avx2_multi[i].single)

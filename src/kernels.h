@@ -165,6 +165,8 @@ void bg_dot_multi_q5_K_avx2(int64_t n, const void *w, const void *a, size_t a_st
                             float *out);
 void bg_dot_multi_q6_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride, int na,
                             float *out);
+void bg_dot_multi_iq4_xs_avx2(int64_t n, const void *w, const void *a, size_t a_stride, int na,
+                              float *out);
 void bg_dot_multi_q4_K_avx512(int64_t n, const void *w, const void *a, size_t a_stride, int na,
                               float *out);
 void bg_dot_multi_q5_K_avx512(int64_t n, const void *w, const void *a, size_t a_stride, int na,

@@ -333,36 +333,64 @@ BG_AVX2 static inline __m256i iq4_xs_scales(const bg_block_iq4_xs *x)
     return _mm256_permute4x64_epi64(_mm256_packs_epi32(ls, ls), 0x88);
 }
 
-/* Group g of 32 (16 bytes at qs + 16g: low nibbles elements 0-15, high
- * 16-31) as its 32 codebook values in element order. */
-BG_AVX2 static inline __m256i iq4_xs_group(const uint8_t *qs, __m256i book)
-{
-    const __m128i v = loadu128(qs);
-    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(v, 4), v);
-    return _mm256_shuffle_epi8(book, _mm256_and_si256(both, _mm256_set1_epi8(0x0F)));
-}
-
-/* As llama.cpp's vec_dot, so the results are its bits: lane l of each
- * group sums elements 4l..4l+3 times the group's scale, the groups add up
- * exactly in int32, and each super-block is one fused multiply-add. */
-BG_AVX2 float bg_dot_iq4_xs_avx2(int64_t n, const void *w, const void *a)
+/* One IQ4_XS weight row against na activation rows (a_stride bytes
+ * apart), as llama.cpp's vec_dot, so each result is its bits: lane l of
+ * each group sums elements 4l..4l+3 times the group's scale, the groups
+ * add up exactly in int32, and each super-block is one fused multiply-add.
+ * A super-block's codebook values and scales are decoded once for all
+ * rows. Group g's 16 bytes at qs + 16 g hold its elements 0-15 in the low
+ * nibbles and 16-31 in the high. */
+BG_AVX2 static inline __attribute__((always_inline)) void
+iq4_xs_rows(int64_t n, const void *w, const uint8_t *a, size_t a_stride, int na, float *out)
 {
     const bg_block_iq4_xs *x = w;
-    const bg_block_q8_K *y = a;
     const __m256i book = _mm256_broadcastsi128_si256(loadu128(bg_iq4_codebook));
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / BG_QK_K; b++, x++, y++) {
+    __m256 acc[BG_DOT_MULTI];
+    BG_EACH_ROW for (int t = 0; t < na; t++)
+        acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / BG_QK_K; b++, x++) {
         bg_prefetch_ahead(x, sizeof *x);
         const __m256i sc = iq4_xs_scales(x);
-        __m256i isum = _mm256_setzero_si256();
-        for (int g = 0; g < 8; g++)
-            isum = _mm256_add_epi32(isum, dot32_s(iq4_xs_group(x->qs + 16 * g, book),
-                                                  loadu256(y->qs + 32 * g),
-                                                  pick_scale(sc, CTL_SAME(g))));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
-                              _mm256_set1_ps(y->d * kq_load_f16(&x->d)), acc);
+        const bg_block_q8_K *y[BG_DOT_MULTI];
+        __m256i isum[BG_DOT_MULTI];
+        BG_EACH_ROW for (int t = 0; t < na; t++) {
+            y[t] = (const bg_block_q8_K *)(const void *)(a + (size_t)t * a_stride) + b;
+            isum[t] = _mm256_setzero_si256();
+        }
+        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++)
+        {
+            const __m256i q = _mm256_shuffle_epi8(book, bg_unpack_nibbles(x->qs + 16 * g));
+            const __m256i scale = pick_scale(sc, CTL_SAME(g));
+            BG_EACH_ROW for (int t = 0; t < na; t++)
+                isum[t] = _mm256_add_epi32(isum[t],
+                                           dot32_s(q, loadu256(y[t]->qs + 32 * g), scale));
+        }
+        const float dw = kq_load_f16(&x->d);
+        BG_EACH_ROW for (int t = 0; t < na; t++)
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(y[t]->d * dw),
+                                     acc[t]);
     }
-    return kq_hsum(acc);
+    BG_EACH_ROW for (int t = 0; t < na; t++)
+        out[t] = kq_hsum(acc[t]);
+}
+
+BG_AVX2 float bg_dot_iq4_xs_avx2(int64_t n, const void *w, const void *a)
+{
+    float out;
+    iq4_xs_rows(n, w, a, 0, 1, &out);
+    return out;
+}
+
+BG_AVX2 void bg_dot_multi_iq4_xs_avx2(int64_t n, const void *w, const void *a, size_t a_stride,
+                                      int na, float *out)
+{
+    _Static_assert(BG_DOT_MULTI == 4, "one case per row count");
+    switch (na) {
+    case 4: iq4_xs_rows(n, w, a, a_stride, 4, out); break;
+    case 3: iq4_xs_rows(n, w, a, a_stride, 3, out); break;
+    case 2: iq4_xs_rows(n, w, a, a_stride, 2, out); break;
+    default: iq4_xs_rows(n, w, a, a_stride, 1, out); break;
+    }
 }
 
 /* ------------------------------------------------------------------------
