@@ -1,7 +1,8 @@
 /* The 32 codes of a 32-element block as AVX2 bytes, shared by the dots
  * against Q8_0 activations (kernels_x86_legacy.c) and the tiled products
  * that unpack the same blocks (kernels_x86_gemm.c), and the IQ4 codebook
- * the IQ4_XS dots use too. Layouts in quant.h. */
+ * and IQ4_XS group scales that the IQ4_XS dots and tile both decode.
+ * Layouts in quant.h. */
 #ifndef BG_KERNELS_X86_CODES_H
 #define BG_KERNELS_X86_CODES_H
 
@@ -71,6 +72,24 @@ BG_CODES static inline __m256i bg_codes_iq4_nl(const uint8_t *wb)
 BG_CODES static inline __m256i bg_codes_q8_0(const uint8_t *wb)
 {
     return _mm256_loadu_si256((const __m256i *)(const void *)(wb + offsetof(bg_block_q8_0, qs)));
+}
+
+/* The eight six-bit group scales of the IQ4_XS block at x, minus 32, one a
+ * 32-bit lane: a variable shift pulls nibble g of scales_l and bit pair g
+ * of scales_h into lane g at once. */
+BG_CODES static inline __m256i bg_iq4_xs_scales32(const uint8_t *x)
+{
+    uint32_t sl;
+    uint16_t sh;
+    memcpy(&sl, x + offsetof(bg_block_iq4_xs, scales_l), sizeof sl);
+    memcpy(&sh, x + offsetof(bg_block_iq4_xs, scales_h), sizeof sh);
+    const __m256i nibble_at = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    const __m256i pair_at = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), nibble_at),
+                                        _mm256_set1_epi32(0xF));
+    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(sh), pair_at),
+                                        _mm256_set1_epi32(3));
+    return _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
 }
 
 #endif

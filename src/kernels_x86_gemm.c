@@ -1,6 +1,6 @@
 /* AVX2 tiled products for prefill (Q4_K, Q5_K, Q6_K weights against Q8_K
- * activations; at the end of the file, the signed codes of Q8_0 against
- * Q8_0 and IQ4_XS against Q8_K): processors
+ * activations; at the end of the file, the signed codes of Q8_0, Q4_0,
+ * Q5_0 and IQ4_NL against Q8_0 and of IQ4_XS against Q8_K): processors
  * without AMX, the consumer CPUs that hold a split model's experts among
  * them.
  *
@@ -31,7 +31,8 @@
  * (llama.cpp's own repacked AVX2 prefill kernels differ from its vec_dot in
  * the same way). Ranges, |a| <= 128: a maddubs lane is at most 2 x 15 x 128
  * (Q4_K), 2 x 31 x 128 (Q5_K) or 2 x 63 x 128 (Q6_K), so eight, four or
- * two of them sum below 32767; a super-block's scaled sum is below 2^31 as in the dots. */
+ * two of them sum below 32767; a super-block's scaled sum is below 2^31
+ * as in the dots. */
 #include "kernels.h"
 
 #ifdef BG_KERNELS_X86
@@ -96,6 +97,22 @@ BG_AVX2 static void transpose8(__m256i r[8])
     }
 }
 
+/* 32 codes of each of 16 activation rows (src[t]; NULL: zeros) into the
+ * 8 lines q[0..7] of a packed record: q[k][4 t + i] is code 4 k + i of row
+ * t. */
+BG_AVX2 static void transpose_codes(const int8_t *const src[16], int8_t (*q)[64])
+{
+    for (int half = 0; half < 2; half++) {
+        __m256i r[8];
+        for (int t = 0; t < 8; t++)
+            r[t] = src[8 * half + t] ? _mm256_loadu_si256((const __m256i *)src[8 * half + t])
+                                     : _mm256_setzero_si256();
+        transpose8(r);
+        for (int k = 0; k < 8; k++)
+            _mm256_storeu_si256((__m256i *)(q[k] + 32 * half), r[k]);
+    }
+}
+
 void bg_avx2_pack_q8_K(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act, int64_t block,
                        void *packed) BG_AVX2;
 
@@ -107,18 +124,12 @@ void bg_avx2_pack_q8_K(int64_t n_in, const void *xq, size_t xq_row, int64_t n_ac
     for (int64_t s = 0; s < nb; s++, out++) {
         const bg_block_q8_K *rows[16];
         bg_q8_K_rows16(xq, xq_row, n_act, t0, s, rows);
-        for (int half = 0; half < 2; half++)
-            for (int part = 0; part < 8; part++) {
-                __m256i r[8];
-                for (int t = 0; t < 8; t++) {
-                    const bg_block_q8_K *y = rows[8 * half + t];
-                    r[t] = y ? _mm256_loadu_si256((const __m256i *)(y->qs + 32 * part))
-                             : _mm256_setzero_si256();
-                }
-                transpose8(r);
-                for (int k = 0; k < 8; k++)
-                    _mm256_storeu_si256((__m256i *)(out->q[8 * part + k] + 32 * half), r[k]);
-            }
+        for (int part = 0; part < 8; part++) {
+            const int8_t *src[16];
+            for (int t = 0; t < 16; t++)
+                src[t] = rows[t] ? rows[t]->qs + 32 * part : NULL;
+            transpose_codes(src, out->q + 8 * part);
+        }
         for (int t = 0; t < 16; t++) {
             const int16_t *bs = rows[t] ? rows[t]->bsums : NULL;
             out->d[t] = rows[t] ? rows[t]->d : 0.0f;
@@ -259,9 +270,10 @@ BG_AVX2 static inline __m256i bcast4(const uint8_t *p)
 /* One super-block of weight rows w[0..3] against activation rows 0..7
  * (halves 1) or 0..15 (halves 2) of a: acc[16 m + t] += row m . row t.
  * steps is the maddubs steps (of four codes) a scale covers: Q4_K 8, Q5_K
- * 4, Q6_K 2; q6 picks Q6_K's offsets (Q5_K's are Q4_K's mins). Eleven registers hold the s16 sums (one weight row, 8 activation rows
- * each), the two activation registers and a broadcast; the scaled 32-bit
- * sums, touched once a run, may spill. */
+ * 4, Q6_K 2; q6 picks Q6_K's offsets (Q5_K's are Q4_K's mins). Eleven
+ * registers hold the s16 sums (one weight row, 8 activation rows each),
+ * the two activation registers and a broadcast; the scaled 32-bit sums,
+ * touched once a run, may spill. */
 BG_AVX2 static inline __attribute__((always_inline)) void
 tile_block(const wblock *const w[4], const act16 *a, int halves, int steps, bool q6, float *acc)
 {
@@ -447,17 +459,16 @@ GEMM_ENTRY(q6_K, gemm, KIND_Q6_K)
  *
  * The weights' codes are signed (Q8_0 any int8, -128 included; Q4_0 and
  * Q5_0 their codes less 8 or 16; IQ4_NL and IQ4_XS their codebook's
- * values, -127 to 113), so they take maddubs's unsigned side as
- * |w|, and the activations (in [-127, 127], as the quantizers make them)
- * take w's sign: every product is exact. A maddubs lane is then up to
- * 2 x 128 x 127, so each goes through its madd at once, against ones
- * (the 32-element blocks) or the group's integer scale (IQ4_XS): two
+ * values, -127 to 113), so they take maddubs's unsigned side as |w|, and
+ * the activations (in [-127, 127], as the quantizers make them) take w's
+ * sign: every product is exact. A maddubs lane is then up to 2 x 128 x
+ * 127, so each goes through its madd at once, against ones (the
+ * 32-element blocks) or the group's integer scale (IQ4_XS): two
  * multiplies per 32 products, as in the dots, but with the dots' per-pair
  * float steps, scale loads and conversions gone. The 32-element blocks
  * have a float scale each on both sides, so their sums go to float a
- * block at a time; IQ4_XS's, a
- * super-block at a time (at most 256 x 127 x 127 x 32 < 2^31), and
- * without code sums to correct: no offsets.
+ * block at a time; IQ4_XS's, a super-block at a time (at most 256 x 127 x
+ * 127 x 32 < 2^31), and without code sums to correct: no offsets.
  * ------------------------------------------------------------------------ */
 
 /* Blocks of 32 in a group of BG_GEMM_COLS codes. */
@@ -497,31 +508,21 @@ void bg_avx2_pack_q8_0(int64_t n_in, const void *xq, size_t xq_row, int64_t n_ac
         /* byte pointers: rows may start at any address */
         const uint8_t *rows[16];
         for (int t = 0; t < 16; t++)
-            rows[t] = t0 + t < n_act
-                          ? (const uint8_t *)xq + (size_t)(t0 + t) * xq_row + (size_t)g * group_bytes
-                          : NULL;
-        for (int half = 0; half < 2; half++)
-            for (int b = 0; b < Q8_0_GROUP; b++) {
-                __m256i r[8];
-                for (int t = 0; t < 8; t++) {
-                    const uint8_t *y = rows[8 * half + t];
-                    r[t] = y ? _mm256_loadu_si256(
-                                   (const __m256i *)(y + b * sizeof(bg_block_q8_0) +
-                                                     offsetof(bg_block_q8_0, qs)))
-                             : _mm256_setzero_si256();
-                }
-                transpose8(r);
-                for (int k = 0; k < 8; k++)
-                    _mm256_storeu_si256((__m256i *)(out->q[8 * b + k] + 32 * half), r[k]);
-            }
-        for (int b = 0; b < Q8_0_GROUP; b++)
-            for (int t = 0; t < 16; t++) {
-                uint16_t d = 0;
-                if (rows[t])
-                    memcpy(&d, rows[t] + b * sizeof(bg_block_q8_0) + offsetof(bg_block_q8_0, d),
-                           sizeof d);
-                out->d[b][t] = rows[t] ? kq_load_f16(&d) : 0.0f;
-            }
+            rows[t] = t0 + t < n_act ? (const uint8_t *)xq + (size_t)(t0 + t) * xq_row +
+                                           (size_t)g * group_bytes
+                                     : NULL;
+        for (int b = 0; b < Q8_0_GROUP; b++) {
+            const int8_t *src[16];
+            for (int t = 0; t < 16; t++)
+                src[t] = rows[t] ? (const int8_t *)(rows[t] + b * sizeof(bg_block_q8_0) +
+                                                    offsetof(bg_block_q8_0, qs))
+                                 : NULL;
+            transpose_codes(src, out->q + 8 * b);
+            for (int t = 0; t < 16; t++)
+                out->d[b][t] = rows[t] ? kq_load_f16(rows[t] + b * sizeof(bg_block_q8_0) +
+                                                      offsetof(bg_block_q8_0, d))
+                                       : 0.0f;
+        }
     }
 }
 
@@ -533,7 +534,13 @@ BG_AVX2 static inline void store_signed(__m256i q, int g, wsigned *out)
 }
 
 /* The weight formats of the signed tiles. */
-typedef enum signed_kind { SIGNED_Q8_0, SIGNED_Q4_0, SIGNED_Q5_0, SIGNED_IQ4_NL, SIGNED_IQ4_XS } signed_kind;
+typedef enum signed_kind {
+    SIGNED_Q8_0,
+    SIGNED_Q4_0,
+    SIGNED_Q5_0,
+    SIGNED_IQ4_NL,
+    SIGNED_IQ4_XS
+} signed_kind;
 
 /* A group of Q8_0_GROUP 32-element blocks, block_bytes each (their fp16
  * scale first). */
@@ -551,20 +558,15 @@ blocks_unpack(const uint8_t *src, size_t block_bytes, signed_kind kind, wsigned 
 }
 
 /* IQ4_XS: group g's 16 bytes at qs + 16 g hold its codes 0-15 in the low
- * nibbles and 16-31 in the high, indices into the codebook; its six-bit
- * scale (minus 32) is nibble g of scales_l under bit pair g of scales_h. */
+ * nibbles and 16-31 in the high, indices into the codebook. */
 BG_AVX2 static void iq4_xs_unpack(const uint8_t *src, wsigned *out)
 {
-    const bg_block_iq4_xs *x = (const bg_block_iq4_xs *)(const void *)src;
     const __m256i book = _mm256_broadcastsi128_si256(
         _mm_loadu_si128((const __m128i *)(const void *)bg_iq4_codebook));
-    uint16_t scales_h;
-    memcpy(&scales_h, src + offsetof(bg_block_iq4_xs, scales_h), sizeof scales_h);
-    for (int g = 0; g < 8; g++) {
-        store_signed(_mm256_shuffle_epi8(book, bg_unpack_nibbles(x->qs + 16 * g)), g, out);
-        const int ls = ((x->scales_l[g / 2] >> 4 * (g % 2)) & 0xF) | ((scales_h >> 2 * g) & 3) << 4;
-        out->scale_pair[g] = bg_s16_pair(ls - 32, ls - 32);
-    }
+    const uint8_t *qs = src + offsetof(bg_block_iq4_xs, qs);
+    for (int g = 0; g < 8; g++)
+        store_signed(_mm256_shuffle_epi8(book, bg_unpack_nibbles(qs + 16 * g)), g, out);
+    _mm256_storeu_si256((__m256i *)out->scale_pair, both_halves(bg_iq4_xs_scales32(src)));
     out->d[0] = kq_load_f16(src + offsetof(bg_block_iq4_xs, d));
 }
 

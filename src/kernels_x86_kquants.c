@@ -314,21 +314,10 @@ BG_AVX2 void bg_dot_multi_q6_K_avx2(int64_t n, const void *w, const void *a, siz
  * IQ4_XS
  * ------------------------------------------------------------------------ */
 
-/* Eight 6-bit scales - 32 as s16 in both lanes (for pick_scale): a
- * variable 32-bit shift pulls nibble g of scales_l and bit pair g of
- * scales_h into lane g at once. */
+/* Eight 6-bit scales - 32 as s16 in both lanes (for pick_scale). */
 BG_AVX2 static inline __m256i iq4_xs_scales(const bg_block_iq4_xs *x)
 {
-    uint32_t sl;
-    memcpy(&sl, x->scales_l, sizeof sl);
-    const __m256i nibble_at = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
-    const __m256i pair_at = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
-    const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), nibble_at),
-                                        _mm256_set1_epi32(0xF));
-    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(x->scales_h), pair_at),
-                                        _mm256_set1_epi32(3));
-    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)),
-                                        _mm256_set1_epi32(32));
+    const __m256i ls = bg_iq4_xs_scales32((const uint8_t *)x);
     /* s16 per lane: (0-3, 0-3 | 4-7, 4-7); qwords 0 and 2 give 0-7 twice */
     return _mm256_permute4x64_epi64(_mm256_packs_epi32(ls, ls), 0x88);
 }

@@ -370,6 +370,7 @@ AVX2 float bg_dot_q5_1_avx2(int64_t n, const void *w, const void *a)
 {
     return dot_vs_q8_1(isum_q5_1, sizeof(bg_block_q5_1), n, w, a);
 }
+
 /* ------------------------------------------------------------------------
  * Activations into Q8_0 and Q8_1
  * ------------------------------------------------------------------------ */
@@ -430,11 +431,11 @@ AVX2 void bg_quantize_q8_1_avx2(const float *src, void *dst, int64_t n)
 {
     uint8_t *y = dst;
     for (int64_t b = 0; b < n / BG_QK; b++, y += sizeof(bg_block_q8_1)) {
-        uint16_t d16, s16;
+        uint16_t d16;
         int32_t sum;
-        const float d =
-            activation_block(src + b * BG_QK, &d16, (int8_t *)(y + offsetof(bg_block_q8_1, qs)), &sum);
-        s16 = bg_f32_to_f16(d * (float)sum);
+        const float d = activation_block(src + b * BG_QK, &d16,
+                                         (int8_t *)(y + offsetof(bg_block_q8_1, qs)), &sum);
+        const uint16_t s16 = bg_f32_to_f16(d * (float)sum);
         memcpy(y + offsetof(bg_block_q8_1, d), &d16, sizeof d16);
         memcpy(y + offsetof(bg_block_q8_1, s), &s16, sizeof s16);
     }

@@ -1,7 +1,7 @@
 /* What the AVX2 and AMX tiled products share when they pack activations:
  * the 16 Q8_K rows of a block of activations, the s16 pairs their code
- * sums go into as madd operands, and the packed Q8_0 record. Plain C, so it inlines under either
- * target. */
+ * sums go into as madd operands, and the packed Q8_0 record. Plain C, so
+ * it inlines under either target. */
 #ifndef BG_KERNELS_X86_TILED_H
 #define BG_KERNELS_X86_TILED_H
 
