@@ -11,6 +11,11 @@ const char *bg_arch_name(bg_arch arch)
     return arch == BG_ARCH_QWEN35MOE ? "qwen35moe" : "qwen3moe";
 }
 
+uint32_t bg_hparams_gqa(const bg_hparams *hp)
+{
+    return hp->n_head_kv ? hp->n_head / hp->n_head_kv : 0;
+}
+
 bool bg_hparams_is_recurrent(const bg_hparams *hp, uint32_t il)
 {
     return hp->arch == BG_ARCH_QWEN35MOE && (il + 1) % hp->full_attention_interval != 0;

@@ -40,6 +40,9 @@ const char *bg_arch_name(bg_arch arch);
 /* True if layer il is a Gated DeltaNet (recurrent) layer. */
 bool bg_hparams_is_recurrent(const bg_hparams *hp, uint32_t il);
 
+/* Query heads per KV head (llama.cpp's n_gqa); 0 without KV heads. */
+uint32_t bg_hparams_gqa(const bg_hparams *hp);
+
 /* Reads "<arch>.*" keys; unknown architectures are refused with the list of
  * supported ones, missing or out-of-range values with the key's name. */
 brigade_status bg_hparams_read(const brigade_gguf *file, bg_hparams *hp, brigade_error *err);

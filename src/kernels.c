@@ -114,6 +114,8 @@ static bg_dot_fn avx2_dot(bg_type type)
     case BG_TYPE_Q5_0: return bg_dot_q5_0_avx2;
     case BG_TYPE_Q5_1: return bg_dot_q5_1_avx2;
     case BG_TYPE_IQ4_NL: return bg_dot_iq4_nl_avx2;
+    case BG_TYPE_Q2_K: return bg_dot_q2_K_avx2;
+    case BG_TYPE_Q3_K: return bg_dot_q3_K_avx2;
     case BG_TYPE_Q4_K: return bg_dot_q4_K_avx2;
     case BG_TYPE_Q5_K: return bg_dot_q5_K_avx2;
     case BG_TYPE_Q6_K: return bg_dot_q6_K_avx2;
@@ -275,6 +277,8 @@ static void choose_all(void)
             bg_dot_multi_fn multi;
         } avx2_multi[] = {
             {BG_TYPE_Q8_0, bg_dot_q8_0_avx2, bg_dot_multi_q8_0_avx2},
+            {BG_TYPE_Q2_K, bg_dot_q2_K_avx2, bg_dot_multi_q2_K_avx2},
+            {BG_TYPE_Q3_K, bg_dot_q3_K_avx2, bg_dot_multi_q3_K_avx2},
             {BG_TYPE_Q4_K, bg_dot_q4_K_avx2, bg_dot_multi_q4_K_avx2},
             {BG_TYPE_Q5_K, bg_dot_q5_K_avx2, bg_dot_multi_q5_K_avx2},
             {BG_TYPE_Q6_K, bg_dot_q6_K_avx2, bg_dot_multi_q6_K_avx2},

@@ -143,6 +143,8 @@ float bg_dot_q5_1_avx2(int64_t n, const void *w, const void *a);
 float bg_dot_iq4_nl_avx2(int64_t n, const void *w, const void *a);
 float bg_dot_q4_K_avx2(int64_t n, const void *w, const void *a);
 float bg_dot_q5_K_avx2(int64_t n, const void *w, const void *a);
+float bg_dot_q2_K_avx2(int64_t n, const void *w, const void *a);
+float bg_dot_q3_K_avx2(int64_t n, const void *w, const void *a);
 float bg_dot_q6_K_avx2(int64_t n, const void *w, const void *a);
 float bg_dot_iq4_xs_avx2(int64_t n, const void *w, const void *a);
 void bg_vec_mad_f16_avx2(int64_t n, uint16_t *y, const uint16_t *x, float s);
@@ -158,6 +160,10 @@ void bg_attn_accumulate_f32_avx2(int64_t d, float *acc, int nh, const uint16_t *
 void bg_attn_accumulate_f32_rows_avx2(int64_t d, float *acc, int nh, const float *v, int nt,
                                       const float *ms, const float *vs, const uint8_t *rescale);
 void bg_dot_multi_q8_0_avx2(int64_t n, const void *w, const void *a, size_t a_stride, int na,
+                            float *out);
+void bg_dot_multi_q2_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride, int na,
+                            float *out);
+void bg_dot_multi_q3_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride, int na,
                             float *out);
 void bg_dot_multi_q4_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride, int na,
                             float *out);

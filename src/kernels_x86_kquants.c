@@ -1,4 +1,4 @@
-/* AVX2 dot products of the 256-element formats (Q4_K, Q5_K, Q6_K, IQ4_XS)
+/* AVX2 dot products of the 256-element formats (Q2_K..Q6_K, IQ4_XS)
  * with Q8_K activations.
  *
  * Common scheme: per super-block, every group's integer dot product is
@@ -217,6 +217,194 @@ BG_AVX2 void bg_dot_multi_q5_K_avx2(int64_t n, const void *w, const void *a, siz
 {
     k_dot_multi(n, w, sizeof(bg_block_q5_K), offsetof(bg_block_q5_K, qh),
                 offsetof(bg_block_q5_K, qs), a, a_stride, na, out);
+}
+
+/* ------------------------------------------------------------------------
+ * Q2_K and Q3_K
+ * ------------------------------------------------------------------------ */
+
+/* Register k of chunk c (k < 4) holds the two-bit codes of elements
+ * 128c + 32k + l, the bits 2k..2k+1 of the chunk's byte l: two groups of 16
+ * in activation order, one per 128-bit lane, so its scales are
+ * CTL_PAIR(2k) of the chunk's eight. */
+BG_AVX2 static inline __m256i crumbs(__m256i q, int k)
+{
+    return _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), _mm256_set1_epi8(3));
+}
+
+/* A chunk's scaled sums for one activation row: lane l of register k sums
+ * its elements 4l..4l+3 times their group's scale, as llama.cpp's lanes
+ * do, so the float steps after see the same integers. */
+BG_AVX2 static inline __m256i crumb_chunk_sum(const __m256i q[4], const int8_t *act, __m256i sc)
+{
+    __m256i sum = _mm256_setzero_si256();
+    for (int k = 0; k < 4; k++)
+        sum = _mm256_add_epi32(sum, dot32_u(q[k], act + 32 * k, pick_scale(sc, CTL_PAIR(2 * k))));
+    return sum;
+}
+
+/* One Q2_K weight row against na activation rows (a_stride bytes apart):
+ * codes and scales decoded once a super-block, each row's integers and
+ * float steps llama.cpp's (the min term's fused multiply-add first, by
+ * -d_a * dmin on the lanes of group pairs, then the scaled sums'), so every
+ * result is its vec_dot's bits. */
+BG_AVX2 static inline __attribute__((always_inline)) void
+q2_dot_rows(int64_t n, const bg_block_q2_K *x, const uint8_t *a, size_t a_stride, int na,
+            float *out)
+{
+    __m256 acc[BG_DOT_MULTI];
+    BG_EACH_ROW for (int t = 0; t < na; t++)
+        acc[t] = _mm256_setzero_ps();
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    for (int64_t b = 0; b < n / BG_QK_K; b++, x++) {
+        bg_prefetch_ahead(x, sizeof *x);
+        const bg_block_q8_K *y[BG_DOT_MULTI];
+        __m256i isum[BG_DOT_MULTI];
+        BG_EACH_ROW for (int t = 0; t < na; t++) {
+            y[t] = (const bg_block_q8_K *)(const void *)(a + (size_t)t * a_stride) + b;
+            isum[t] = _mm256_setzero_si256();
+        }
+        const __m128i packed = loadu128(x->scales);
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), m4));
+        const __m128i sc8 = _mm_and_si128(packed, m4);
+        for (int c = 0; c < 2; c++) {
+            const __m256i sc = _mm256_broadcastsi128_si256(
+                _mm_cvtepu8_epi16(c ? _mm_srli_si128(sc8, 8) : sc8));
+            const __m256i bits = loadu256(x->qs + 32 * c);
+            const __m256i q[4] = {crumbs(bits, 0), crumbs(bits, 1), crumbs(bits, 2),
+                                  crumbs(bits, 3)};
+            BG_EACH_ROW for (int t = 0; t < na; t++)
+                isum[t] = _mm256_add_epi32(isum[t], crumb_chunk_sum(q, y[t]->qs + 128 * c, sc));
+        }
+        const float dw = kq_load_f16(&x->d), dmin = kq_load_f16(&x->dmin);
+        BG_EACH_ROW for (int t = 0; t < na; t++) {
+            const __m256i msum = _mm256_madd_epi16(mins, loadu256(y[t]->bsums));
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(-y[t]->d * dmin), _mm256_cvtepi32_ps(msum),
+                                     acc[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(y[t]->d * dw), _mm256_cvtepi32_ps(isum[t]),
+                                     acc[t]);
+        }
+    }
+    BG_EACH_ROW for (int t = 0; t < na; t++)
+        out[t] = kq_hsum(acc[t]);
+}
+
+BG_AVX2 float bg_dot_q2_K_avx2(int64_t n, const void *w, const void *a)
+{
+    float out;
+    q2_dot_rows(n, w, a, 0, 1, &out);
+    return out;
+}
+
+BG_AVX2 void bg_dot_multi_q2_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride,
+                                    int na, float *out)
+{
+    _Static_assert(BG_DOT_MULTI == 4, "one case per row count");
+    switch (na) {
+    case 4: q2_dot_rows(n, w, a, a_stride, 4, out); break;
+    case 3: q2_dot_rows(n, w, a, a_stride, 3, out); break;
+    case 2: q2_dot_rows(n, w, a, a_stride, 2, out); break;
+    default: q2_dot_rows(n, w, a, a_stride, 1, out); break;
+    }
+}
+
+/* Q3_K's sixteen 6-bit scales - 32 (layout in quant.c) as s16: the eight
+ * of chunk c in both lanes of sc[c]. The 12 bytes as three words: groups
+ * 0-3 and 4-7 take the low nibbles of words 0 and 1, groups 8-11 and 12-15
+ * their high nibbles; word 2 holds the top two bits of groups 4j..4j+3 at
+ * bits 2j of each byte. */
+BG_AVX2 static inline void q3_scales(const uint8_t *p, __m256i sc[2])
+{
+    uint32_t u[3];
+    memcpy(u, p, sizeof u);
+    const uint32_t low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
+    const __m128i b = _mm_setr_epi32((int)((u[0] & low4) | (u[2] & low2) << 4),
+                                     (int)((u[1] & low4) | ((u[2] >> 2) & low2) << 4),
+                                     (int)(((u[0] >> 4) & low4) | ((u[2] >> 4) & low2) << 4),
+                                     (int)(((u[1] >> 4) & low4) | ((u[2] >> 6) & low2) << 4));
+    const __m128i s = _mm_sub_epi8(b, _mm_set1_epi8(32));
+    sc[0] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(s));
+    sc[1] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(s, 8)));
+}
+
+/* Register k of chunk c as crumbs(), with each code's third bit (bit 4c + k
+ * of hmask byte l) added as 4: unsigned codes 0..7 for maddubs. */
+BG_AVX2 static inline __m256i q3_codes(__m256i bits, __m256i hmask, int c, int k)
+{
+    const int bit = 4 * c + k;
+    const __m256i h = _mm256_and_si256(hmask, _mm256_set1_epi8((char)(1 << bit)));
+    /* 16-bit shifts: the bit never leaves its byte (to bit 2 from 0..7) */
+    const __m256i h4 = bit <= 2 ? _mm256_slli_epi16(h, 2 - bit) : _mm256_srli_epi16(h, bit - 2);
+    return _mm256_or_si256(crumbs(bits, k), h4);
+}
+
+/* One Q3_K weight row against na activation rows: codes are q - 4 with q
+ * unsigned, so each maddubs pair (q a) loses the pair's 4 a, the same for
+ * every weight row (one maddubs of the activations by 4 each); lane l then
+ * holds llama.cpp's integers, (q - 4) a times the scale over elements
+ * 4l..4l+3, and one fused multiply-add a super-block makes its bits. */
+BG_AVX2 static inline __attribute__((always_inline)) void
+q3_dot_rows(int64_t n, const bg_block_q3_K *x, const uint8_t *a, size_t a_stride, int na,
+            float *out)
+{
+    __m256 acc[BG_DOT_MULTI];
+    BG_EACH_ROW for (int t = 0; t < na; t++)
+        acc[t] = _mm256_setzero_ps();
+    const __m256i four = _mm256_set1_epi8(4);
+    for (int64_t b = 0; b < n / BG_QK_K; b++, x++) {
+        bg_prefetch_ahead(x, sizeof *x);
+        const bg_block_q8_K *y[BG_DOT_MULTI];
+        __m256i isum[BG_DOT_MULTI];
+        BG_EACH_ROW for (int t = 0; t < na; t++) {
+            y[t] = (const bg_block_q8_K *)(const void *)(a + (size_t)t * a_stride) + b;
+            isum[t] = _mm256_setzero_si256();
+        }
+        __m256i sc[2];
+        q3_scales(x->scales, sc);
+        const __m256i hmask = loadu256(x->hmask);
+        for (int c = 0; c < 2; c++) {
+            const __m256i bits = loadu256(x->qs + 32 * c);
+            __m256i q[4], s[4];
+            for (int k = 0; k < 4; k++) {
+                q[k] = q3_codes(bits, hmask, c, k);
+                s[k] = pick_scale(sc[c], CTL_PAIR(2 * k));
+            }
+            BG_EACH_ROW for (int t = 0; t < na; t++) {
+                const int8_t *act = y[t]->qs + 128 * c;
+                for (int k = 0; k < 4; k++) {
+                    const __m256i av = loadu256(act + 32 * k);
+                    const __m256i pairs = _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], av),
+                                                           _mm256_maddubs_epi16(four, av));
+                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pairs, s[k]));
+                }
+            }
+        }
+        const float dw = kq_load_f16(&x->d);
+        BG_EACH_ROW for (int t = 0; t < na; t++)
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(y[t]->d * dw), _mm256_cvtepi32_ps(isum[t]),
+                                     acc[t]);
+    }
+    BG_EACH_ROW for (int t = 0; t < na; t++)
+        out[t] = kq_hsum(acc[t]);
+}
+
+BG_AVX2 float bg_dot_q3_K_avx2(int64_t n, const void *w, const void *a)
+{
+    float out;
+    q3_dot_rows(n, w, a, 0, 1, &out);
+    return out;
+}
+
+BG_AVX2 void bg_dot_multi_q3_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride,
+                                    int na, float *out)
+{
+    _Static_assert(BG_DOT_MULTI == 4, "one case per row count");
+    switch (na) {
+    case 4: q3_dot_rows(n, w, a, a_stride, 4, out); break;
+    case 3: q3_dot_rows(n, w, a, a_stride, 3, out); break;
+    case 2: q3_dot_rows(n, w, a, a_stride, 2, out); break;
+    default: q3_dot_rows(n, w, a, a_stride, 1, out); break;
+    }
 }
 
 /* ------------------------------------------------------------------------

@@ -497,6 +497,78 @@ static void unpack_k_scales(const uint8_t *in, int *sc, int *mn)
     }
 }
 
+/* The low two bits of the codes of Q2_K/Q3_K: in each 128-element chunk,
+ * byte l of its 32 bytes holds element 32k + l in bits 2k..2k+1. */
+static void unpack_crumbs(const uint8_t *qs, uint8_t *codes)
+{
+    for (int c = 0; c < BG_QK_K / 128; c++)
+        for (int k = 0; k < 4; k++)
+            for (int l = 0; l < 32; l++)
+                codes[128 * c + 32 * k + l] = (qs[32 * c + l] >> (2 * k)) & 3;
+}
+
+static void pack_crumbs(const uint8_t *codes, uint8_t *qs)
+{
+    for (int c = 0; c < BG_QK_K / 128; c++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t *q = codes + 128 * c + l;
+            qs[32 * c + l] = (uint8_t)(q[0] | q[32] << 2 | q[64] << 4 | q[96] << 6);
+        }
+}
+
+static void decode_q2_K(const void *blk, sb_decoded *out)
+{
+    const bg_block_q2_K *x = blk;
+    out->d = load_f16((const uint8_t *)&x->d);
+    out->dmin = load_f16((const uint8_t *)&x->dmin);
+    out->has_min = true;
+    out->group = 16;
+    for (int g = 0; g < BG_QK_K / 16; g++) {
+        out->scale[g] = x->scales[g] & 0xF;
+        out->min[g] = x->scales[g] >> 4;
+    }
+    uint8_t codes[BG_QK_K];
+    unpack_crumbs(x->qs, codes);
+    for (int e = 0; e < BG_QK_K; e++)
+        out->v[e] = (int8_t)codes[e];
+}
+
+/* Q3_K scales: sixteen 6-bit values stored biased by 32. Bytes 0-7 hold
+ * the low nibbles (group g low in byte g, group g + 8 high); the top two
+ * bits of group g sit at bits 2 * (g / 4) of byte 8 + g % 4. */
+static void pack_q3_scales(const uint8_t *sc, uint8_t *out)
+{
+    memset(out, 0, BG_K_SCALE_BYTES);
+    for (int g = 0; g < 16; g++) {
+        out[g % 8] |= (uint8_t)((sc[g] & 0xF) << (g < 8 ? 0 : 4));
+        out[8 + g % 4] |= (uint8_t)((sc[g] >> 4) << (2 * (g / 4)));
+    }
+}
+
+static int q3_scale(const uint8_t *in, int g)
+{
+    const int lo = (in[g % 8] >> (g < 8 ? 0 : 4)) & 0xF;
+    const int hi = (in[8 + g % 4] >> (2 * (g / 4))) & 3;
+    return (lo | hi << 4) - 32;
+}
+
+static void decode_q3_K(const void *blk, sb_decoded *out)
+{
+    const bg_block_q3_K *x = blk;
+    out->d = load_f16((const uint8_t *)&x->d);
+    out->dmin = 0.0f;
+    out->has_min = false;
+    out->group = 16;
+    for (int g = 0; g < BG_QK_K / 16; g++)
+        out->scale[g] = q3_scale(x->scales, g);
+    uint8_t codes[BG_QK_K];
+    unpack_crumbs(x->qs, codes);
+    for (int e = 0; e < BG_QK_K; e++) {
+        const int high = (x->hmask[e % 32] >> (e / 32)) & 1;
+        out->v[e] = (int8_t)(codes[e] + 4 * high - 4);
+    }
+}
+
 static void decode_k_header(const uint8_t *d, const uint8_t *dmin, const uint8_t *scales,
                             sb_decoded *out)
 {
@@ -581,10 +653,11 @@ static void decode_q8_K(const void *blk, sb_decoded *out)
 /* Fits x ~ scale * L - min over n weighted values, L in 0..nmax, min >= 0
  * (ggml's make_qkx2_quants): a first guess from the range, then nstep + 1
  * trial scales around nmax / range, each refined by weighted least squares;
- * keeps the trial with the lowest weighted squared error. Returns scale,
- * stores min (as a non-negative offset) and the codes. */
+ * keeps the trial with the lowest weighted error, squared or, with
+ * abs_error, absolute (Q2_K). Returns scale, stores min (as a non-negative
+ * offset) and the codes. */
 static float fit_scale_min(int n, int nmax, const float *x, const float *w, float rmin,
-                           float rdelta, int nstep, uint8_t *L, float *the_min)
+                           float rdelta, int nstep, bool abs_error, uint8_t *L, float *the_min)
 {
     float min = x[0], max = x[0];
     float sum_w = w[0];
@@ -611,7 +684,7 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, floa
     for (int i = 0; i < n; i++) {
         L[i] = (uint8_t)clamp_int(round_nearest(iscale * (x[i] - min)), 0, nmax);
         const float diff = scale * L[i] + min - x[i];
-        best_error += w[i] * (diff * diff);
+        best_error += w[i] * (abs_error ? fabsf(diff) : diff * diff);
     }
 
     uint8_t trial[32]; /* n <= 32 */
@@ -637,7 +710,7 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, floa
         float error = 0;
         for (int i = 0; i < n; i++) {
             const float diff = this_scale * trial[i] + this_min - x[i];
-            error += w[i] * (diff * diff);
+            error += w[i] * (abs_error ? fabsf(diff) : diff * diff);
         }
         if (error < best_error) {
             memcpy(L, trial, (size_t)n);
@@ -667,7 +740,8 @@ static void quantize_k_affine(const float *x, int nmax, float rmin, int nstep, u
         const float av_x = sqrtf(sum_x2 / 32);
         for (int j = 0; j < 32; j++)
             weight[j] = av_x + fabsf(xg[j]);
-        scale[g] = fit_scale_min(32, nmax, xg, weight, rmin, 0.1f, nstep, L + 32 * g, &min[g]);
+        scale[g] = fit_scale_min(32, nmax, xg, weight, rmin, 0.1f, nstep, false, L + 32 * g,
+                                 &min[g]);
         if (scale[g] > max_scale)
             max_scale = scale[g];
         if (min[g] > max_min)
@@ -815,6 +889,161 @@ static void quantize_q6_K(const float *src, void *dst, int64_t n)
             pack_nibbles(codes + 128 * c, 64, y[b].ql + 64 * c);
             pack_high_bits(codes + 128 * c, 128, 2, y[b].qh + 32 * c);
         }
+    }
+}
+
+/* Q2_K: each group of 16 fitted as scale * L - min, L in 0..3, weighted by
+ * |x| with absolute errors; scales and mins to 4 bits against the largest
+ * of each; the values requantized with the scales as stored. */
+static void quantize_q2_K(const float *src, void *dst, int64_t n)
+{
+    bg_block_q2_K *y = dst;
+    for (int64_t b = 0; b < n / BG_QK_K; b++, src += BG_QK_K) {
+        uint8_t L[BG_QK_K];
+        float scale[16], min[16], weight[16];
+        float max_scale = 0, max_min = 0;
+        for (int g = 0; g < 16; g++) {
+            for (int j = 0; j < 16; j++)
+                weight[j] = fabsf(src[16 * g + j]);
+            scale[g] = fit_scale_min(16, 3, src + 16 * g, weight, -0.5f, 0.1f, 15, true,
+                                     L + 16 * g, &min[g]);
+            if (scale[g] > max_scale)
+                max_scale = scale[g];
+            if (min[g] > max_min)
+                max_min = min[g];
+        }
+
+        memset(y[b].scales, 0, sizeof y[b].scales);
+        if (max_scale > 0) {
+            const float iscale = 15.f / max_scale;
+            for (int g = 0; g < 16; g++) /* a negative fit wraps as in ggml */
+                y[b].scales[g] = (uint8_t)round_nearest(iscale * scale[g]);
+        }
+        y[b].d = bg_f32_to_f16(max_scale > 0 ? max_scale / 15.f : 0.f);
+        if (max_min > 0) {
+            const float imin = 15.f / max_min;
+            for (int g = 0; g < 16; g++)
+                y[b].scales[g] |= (uint8_t)(round_nearest(imin * min[g]) << 4);
+        }
+        y[b].dmin = bg_f32_to_f16(max_min > 0 ? max_min / 15.f : 0.f);
+
+        const float df = bg_f16_to_f32(y[b].d), dminf = bg_f16_to_f32(y[b].dmin);
+        for (int g = 0; g < 16; g++) {
+            const float dg = df * (float)(y[b].scales[g] & 0xF);
+            if (dg == 0.0f)
+                continue; /* keep the fitted codes */
+            const float mg = dminf * (float)(y[b].scales[g] >> 4);
+            for (int j = 0; j < 16; j++)
+                L[16 * g + j] =
+                    (uint8_t)clamp_int(round_nearest((src[16 * g + j] + mg) / dg), 0, 3);
+        }
+        pack_crumbs(L, y[b].qs);
+    }
+}
+
+/* Signed codes l in -nmax..nmax-1 for x ~ scale * l, weighted by x^2
+ * (ggml's make_q3_quants with its rmse search): the scale that maps the
+ * extreme value to -nmax, then up to five passes that move single codes
+ * to their best value given the others while that raises sumlx^2 / suml2.
+ * Returns the least-squares scale, codes + nmax in L (all 0 for a zero
+ * group). */
+static float fit_signed_codes(int n, int nmax, const float *x, int8_t *L)
+{
+    float max = 0, amax = 0;
+    for (int i = 0; i < n; i++) {
+        if (fabsf(x[i]) > amax) {
+            amax = fabsf(x[i]);
+            max = x[i];
+        }
+    }
+    if (amax < GROUP_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.0f;
+    }
+
+    const float iscale = (float)-nmax / max;
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        L[i] = (int8_t)clamp_int(round_nearest(iscale * x[i]), -nmax, nmax - 1);
+        const float w = x[i] * x[i];
+        sumlx += w * x[i] * L[i];
+        suml2 += w * L[i] * L[i];
+    }
+    for (int pass = 0; pass < 5; pass++) {
+        int changed = 0;
+        for (int i = 0; i < n; i++) {
+            const float w = x[i] * x[i];
+            float slx = sumlx - w * x[i] * L[i];
+            if (!(slx > 0))
+                continue;
+            float sl2 = suml2 - w * L[i] * L[i];
+            const int l = clamp_int(round_nearest(x[i] * sl2 / slx), -nmax, nmax - 1);
+            if (l == L[i])
+                continue;
+            slx += w * x[i] * l;
+            sl2 += w * l * l;
+            if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                L[i] = (int8_t)l;
+                sumlx = slx;
+                suml2 = sl2;
+                changed++;
+            }
+        }
+        if (!changed)
+            break;
+    }
+    for (int i = 0; i < n; i++)
+        L[i] = (int8_t)(L[i] + nmax);
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+/* Q3_K: each group of 16 fitted with signed 3-bit codes, the group scales
+ * to 6 bits against the extreme one at -32, the values requantized with
+ * the scales as stored. */
+static void quantize_q3_K(const float *src, void *dst, int64_t n)
+{
+    bg_block_q3_K *y = dst;
+    for (int64_t b = 0; b < n / BG_QK_K; b++, src += BG_QK_K) {
+        int8_t L[BG_QK_K];
+        float scale[16];
+        float max_scale = 0, max_abs_scale = 0;
+        for (int g = 0; g < 16; g++) {
+            scale[g] = fit_signed_codes(16, 4, src + 16 * g, L + 16 * g);
+            if (fabsf(scale[g]) > max_abs_scale) {
+                max_abs_scale = fabsf(scale[g]);
+                max_scale = scale[g];
+            }
+        }
+
+        uint8_t ls[16] = {0};
+        if (max_scale != 0) {
+            const float iscale = -32.f / max_scale;
+            for (int g = 0; g < 16; g++)
+                ls[g] = (uint8_t)(clamp_int(round_nearest(iscale * scale[g]), -32, 31) + 32);
+            y[b].d = bg_f32_to_f16(1 / iscale);
+        } else {
+            y[b].d = bg_f32_to_f16(0.f);
+        }
+        pack_q3_scales(ls, y[b].scales);
+
+        const float df = bg_f16_to_f32(y[b].d);
+        for (int g = 0; g < 16; g++) {
+            const float dg = df * (float)q3_scale(y[b].scales, g);
+            if (dg == 0.0f)
+                continue; /* keep the fitted codes */
+            for (int j = 0; j < 16; j++)
+                L[16 * g + j] =
+                    (int8_t)(clamp_int(round_nearest(src[16 * g + j] / dg), -4, 3) + 4);
+        }
+
+        uint8_t low[BG_QK_K];
+        memset(y[b].hmask, 0, sizeof y[b].hmask);
+        for (int e = 0; e < BG_QK_K; e++) {
+            if (L[e] > 3)
+                y[b].hmask[e % 32] |= (uint8_t)(1 << (e / 32));
+            low[e] = (uint8_t)(L[e] & 3);
+        }
+        pack_crumbs(low, y[b].qs);
     }
 }
 
@@ -977,6 +1206,8 @@ static float dot_iq4_nl(int64_t n, const void *w, const void *a) { return legacy
     {                                                                                    \
         return sb_dot(decode_##name, sizeof(bg_block_##name), n, w, a);                  \
     }
+SB_KERNELS(q2_K)
+SB_KERNELS(q3_K)
 SB_KERNELS(q4_K)
 SB_KERNELS(q5_K)
 SB_KERNELS(q6_K)
@@ -1005,6 +1236,8 @@ static const bg_quant_ops ops_table[BG_TYPE_COUNT] = {
     OPS(Q5_1, Q8_1, q5_1, dot_q5_1),
     OPS_ACT(Q8_0, Q8_0, q8_0, dot_q8_0),
     OPS_ACT(Q8_1, Q8_1, q8_1, NULL),
+    OPS(Q2_K, Q8_K, q2_K, dot_q2_K),
+    OPS(Q3_K, Q8_K, q3_K, dot_q3_K),
     OPS(Q4_K, Q8_K, q4_K, dot_q4_K),
     OPS(Q5_K, Q8_K, q5_K, dot_q5_K),
     OPS(Q6_K, Q8_K, q6_K, dot_q6_K),

@@ -19,7 +19,7 @@
 
 #define BG_QK 32           /* elements per block of Q4_0..Q8_1 and IQ4_NL */
 #define BG_QK_K 256        /* elements per super-block of the K and IQ4_XS formats */
-#define BG_K_SCALE_BYTES 12 /* eight 6-bit scales and eight 6-bit mins */
+#define BG_K_SCALE_BYTES 12 /* 6-bit scales: Q4_K/Q5_K eight and eight mins, Q3_K 16 */
 
 /* x = d * (q - 8), q in 0..15 */
 typedef struct bg_block_q4_0 {
@@ -61,6 +61,26 @@ typedef struct bg_block_q8_1 {
     uint16_t s;
     int8_t qs[BG_QK];
 } bg_block_q8_1;
+
+/* Sixteen groups of 16: x = d * (scales[g] & 15) * q - dmin * (scales[g] >> 4),
+ * q in 0..3. Per 128-element chunk, bits 2k..2k+1 of byte l of its 32 qs
+ * bytes hold q[32k + l]. */
+typedef struct bg_block_q2_K {
+    uint8_t scales[BG_QK_K / 16];
+    uint8_t qs[BG_QK_K / 4];
+    uint16_t d;
+    uint16_t dmin;
+} bg_block_q2_K;
+
+/* Sixteen groups of 16: x = d * (sc[g] - 32) * (q - 4), q in 0..7, sc 6-bit
+ * packed in scales[] (see quant.c). The low two bits of q lie as in Q2_K;
+ * the third bit of q[e] is bit e / 32 of hmask[e % 32]. */
+typedef struct bg_block_q3_K {
+    uint8_t hmask[BG_QK_K / 8];
+    uint8_t qs[BG_QK_K / 4];
+    uint8_t scales[BG_K_SCALE_BYTES];
+    uint16_t d;
+} bg_block_q3_K;
 
 /* Eight groups of 32: x = d * sc[g] * q - dmin * mn[g], q in 0..15, sc/mn
  * 6-bit, packed in scales[] (see quant.c). Nibbles: within each 64-element
@@ -120,6 +140,8 @@ _Static_assert(sizeof(bg_block_q5_0) == 22, "q5_0 block size");
 _Static_assert(sizeof(bg_block_q5_1) == 24, "q5_1 block size");
 _Static_assert(sizeof(bg_block_q8_0) == 34, "q8_0 block size");
 _Static_assert(sizeof(bg_block_q8_1) == 36, "q8_1 block size");
+_Static_assert(sizeof(bg_block_q2_K) == 84, "q2_K block size");
+_Static_assert(sizeof(bg_block_q3_K) == 110, "q3_K block size");
 _Static_assert(sizeof(bg_block_q4_K) == 144, "q4_K block size");
 _Static_assert(sizeof(bg_block_q5_K) == 176, "q5_K block size");
 _Static_assert(sizeof(bg_block_q6_K) == 210, "q6_K block size");
@@ -131,7 +153,7 @@ typedef struct bg_quant_ops {
     bg_type type;
     /* The activation format dot() takes as its second operand (ggml's
      * vec_dot_type): Q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL, Q8_1 for Q4_1/Q5_1,
-     * Q8_K for Q4_K/Q5_K/Q6_K/IQ4_XS, the same type for F32/F16/BF16. */
+     * Q8_K for Q2_K..Q6_K and IQ4_XS, the same type for F32/F16/BF16. */
     bg_type dot_type;
     /* n is a multiple of the block size in all three. */
     void (*dequantize)(const void *src, float *dst, int64_t n);

@@ -21,6 +21,8 @@ static const ftype_info ftypes[] = {
     {BRIGADE_FTYPE_BF16, "BF16", BG_TYPE_BF16},     {BRIGADE_FTYPE_Q4_0, "Q4_0", BG_TYPE_Q4_0},
     {BRIGADE_FTYPE_Q4_1, "Q4_1", BG_TYPE_Q4_1},     {BRIGADE_FTYPE_Q5_0, "Q5_0", BG_TYPE_Q5_0},
     {BRIGADE_FTYPE_Q5_1, "Q5_1", BG_TYPE_Q5_1},     {BRIGADE_FTYPE_Q8_0, "Q8_0", BG_TYPE_Q8_0},
+    {BRIGADE_FTYPE_Q2_K, "Q2_K", BG_TYPE_Q2_K},     {BRIGADE_FTYPE_Q3_K_S, "Q3_K_S", BG_TYPE_Q3_K},
+    {BRIGADE_FTYPE_Q3_K_M, "Q3_K_M", BG_TYPE_Q3_K}, {BRIGADE_FTYPE_Q3_K_L, "Q3_K_L", BG_TYPE_Q3_K},
     {BRIGADE_FTYPE_Q4_K_S, "Q4_K_S", BG_TYPE_Q4_K}, {BRIGADE_FTYPE_Q4_K_M, "Q4_K_M", BG_TYPE_Q4_K},
     {BRIGADE_FTYPE_Q5_K_S, "Q5_K_S", BG_TYPE_Q5_K}, {BRIGADE_FTYPE_Q5_K_M, "Q5_K_M", BG_TYPE_Q5_K},
     {BRIGADE_FTYPE_Q6_K, "Q6_K", BG_TYPE_Q6_K},
@@ -150,7 +152,7 @@ bool bg_mix_quantizable(const bg_mix_tensor *t)
 
 typedef struct mix_state {
     const bg_mix_options *o;
-    uint32_t n_layers, n_expert;
+    uint32_t n_layers, n_expert, n_gqa;
     bool tied_embeddings; /* no output.weight: token_embd doubles as output */
     int n_attn_v, i_attn_v;
     int i_ffn_down, i_ffn_gate, i_ffn_up;
@@ -198,7 +200,13 @@ static brigade_status mixed_type(mix_state *s, const bg_mix_tensor *t, category 
     } else if (cat == CAT_TOKEN_EMBD) {
         /* the default type, unless overridden (handled by the caller) */
     } else if (cat == CAT_ATTN_V_LIKE) {
-        if (km && more_bits(s->i_attn_v, s->n_attn_v))
+        if (f == BRIGADE_FTYPE_Q2_K)
+            *type = s->n_gqa >= 4 ? BG_TYPE_Q4_K : BG_TYPE_Q3_K;
+        else if (f == BRIGADE_FTYPE_Q3_K_M)
+            *type = s->i_attn_v < 2 ? BG_TYPE_Q5_K : BG_TYPE_Q4_K;
+        else if (f == BRIGADE_FTYPE_Q3_K_L)
+            *type = BG_TYPE_Q5_K;
+        else if (km && more_bits(s->i_attn_v, s->n_attn_v))
             *type = BG_TYPE_Q6_K;
         else if (f == BRIGADE_FTYPE_Q4_K_S && s->i_attn_v < 4)
             *type = BG_TYPE_Q5_K;
@@ -210,13 +218,30 @@ static brigade_status mixed_type(mix_state *s, const bg_mix_tensor *t, category 
             *type = BG_TYPE_Q8_0;
     } else if (cat == CAT_FFN_DOWN) {
         st = ffn_layer(s, t->name, &s->i_ffn_down, &layer, err);
-        if (!st && km && more_bits(layer, n))
+        if (st)
+            return st;
+        if (f == BRIGADE_FTYPE_Q2_K)
+            *type = BG_TYPE_Q3_K;
+        else if (f == BRIGADE_FTYPE_Q3_K_M) /* llama.cpp's Falcon rule aside */
+            *type = layer < n / 16 ? BG_TYPE_Q5_K : BG_TYPE_Q4_K;
+        else if (f == BRIGADE_FTYPE_Q3_K_L)
+            *type = BG_TYPE_Q5_K;
+        else if (km && more_bits(layer, n))
             *type = BG_TYPE_Q6_K;
-        else if (!st && f == BRIGADE_FTYPE_Q4_K_S && layer < n / 8)
+        else if (f == BRIGADE_FTYPE_Q4_K_S && layer < n / 8)
             *type = BG_TYPE_Q5_K;
     } else if (cat == CAT_ATTN_OUTPUT) {
-        if (eight_experts && (f == BRIGADE_FTYPE_Q4_K_S || f == BRIGADE_FTYPE_Q4_K_M))
+        if (eight_experts) {
+            if (f == BRIGADE_FTYPE_Q2_K || f == BRIGADE_FTYPE_Q3_K_S || f == BRIGADE_FTYPE_Q3_K_M ||
+                f == BRIGADE_FTYPE_Q4_K_S || f == BRIGADE_FTYPE_Q4_K_M)
+                *type = BG_TYPE_Q5_K;
+        } else if (f == BRIGADE_FTYPE_Q2_K) {
+            *type = BG_TYPE_Q3_K;
+        } else if (f == BRIGADE_FTYPE_Q3_K_M) {
+            *type = BG_TYPE_Q4_K;
+        } else if (f == BRIGADE_FTYPE_Q3_K_L) {
             *type = BG_TYPE_Q5_K;
+        }
     } else if (cat == CAT_FFN_GATE) {
         st = ffn_layer(s, t->name, &s->i_ffn_gate, &layer, err);
     } else if (cat == CAT_FFN_UP) {
@@ -252,16 +277,17 @@ static bool valid_override(int32_t type)
     return type < 0 || (type < BG_TYPE_COUNT && bg_type_get((uint32_t)type));
 }
 
-brigade_status bg_mix_assign(const bg_mix_tensor *tensors, size_t n, uint32_t n_layers,
-                             uint32_t n_expert, const bg_mix_options *opts, uint32_t *types,
-                             uint32_t *n_fallback, brigade_error *err)
+brigade_status bg_mix_assign(const bg_mix_tensor *tensors, size_t n, const bg_mix_model *model,
+                             const bg_mix_options *opts, uint32_t *types, uint32_t *n_fallback,
+                             brigade_error *err)
 {
     const ftype_info *fi = ftype_find(opts->ftype);
     if (!fi)
         return bg_fail(err, BRIGADE_ERR_ARG, "unsupported file type %d", (int)opts->ftype);
     if (!valid_override(opts->output_type) || !valid_override(opts->token_embd_type))
         return bg_fail(err, BRIGADE_ERR_ARG, "invalid output or token-embedding type");
-    mix_state s = {.o = opts, .n_layers = n_layers, .n_expert = n_expert ? n_expert : 1,
+    mix_state s = {.o = opts, .n_layers = model->n_layers,
+                   .n_expert = model->n_expert ? model->n_expert : 1, .n_gqa = model->n_gqa,
                    .tied_embeddings = true};
     uint32_t fallbacks = 0;
     for (size_t i = 0; i < n; i++) {

@@ -42,12 +42,17 @@ bool bg_mix_quantizable(const bg_mix_tensor *t);
  * F16 as the last resort). */
 uint32_t bg_mix_fit_row(uint32_t type, uint64_t ne0);
 
-/* types[i] receives the type of tensors[i]. n_layers is the model's
- * block_count and n_expert its expert_count. n_fallback (may be NULL)
+/* What the rules read of the model: block_count, expert_count, and the
+ * query heads per KV head (head_count / head_count_kv; 0 without KV heads). */
+typedef struct bg_mix_model {
+    uint32_t n_layers, n_expert, n_gqa;
+} bg_mix_model;
+
+/* types[i] receives the type of tensors[i]. n_fallback (may be NULL)
  * counts tensors whose row length forced a different type than the rules
  * chose. Fails on an unsupported file type or a malformed block name. */
-brigade_status bg_mix_assign(const bg_mix_tensor *tensors, size_t n, uint32_t n_layers,
-                             uint32_t n_expert, const bg_mix_options *opts, uint32_t *types,
-                             uint32_t *n_fallback, brigade_error *err);
+brigade_status bg_mix_assign(const bg_mix_tensor *tensors, size_t n, const bg_mix_model *model,
+                             const bg_mix_options *opts, uint32_t *types, uint32_t *n_fallback,
+                             brigade_error *err);
 
 #endif

@@ -146,8 +146,8 @@ static brigade_status plan_jobs(const brigade_gguf *in, const char *path,
     }
     bg_mix_options mo = {o->ftype, o->pure, o->output_type, o->token_embd_type};
     if (!st)
-        st = bg_mix_assign(mt, (size_t)n, hp.n_layers, hp.n_expert, &mo, types, &rep->n_fallback,
-                           err);
+        st = bg_mix_assign(mt, (size_t)n, &(bg_mix_model){hp.n_layers, hp.n_expert, bg_hparams_gqa(&hp)},
+                           &mo, types, &rep->n_fallback, err);
     if (!st && !bg_mix_order(mt, (size_t)n, order))
         st = bg_fail(err, BRIGADE_ERR_NOMEM, "quantize: out of memory");
     for (int64_t i = 0; i < n && !st; i++) {

@@ -90,7 +90,8 @@ static brigade_status apply_mix(const bg_hparams *hp, brigade_ftype ftype, plan_
     }
     bg_mix_options mo = {.ftype = ftype, .output_type = -1, .token_embd_type = -1};
     if (!st)
-        st = bg_mix_assign(mt, n, hp->n_layers, hp->n_expert, &mo, types, NULL, err);
+        st = bg_mix_assign(mt, n, &(bg_mix_model){hp->n_layers, hp->n_expert, bg_hparams_gqa(hp)},
+                           &mo, types, NULL, err);
     for (size_t i = 0; i < n && !st; i++)
         plan[i].type = types[i];
     free(mt);
@@ -138,6 +139,8 @@ static uint32_t file_type_of(uint32_t type)
     case BG_TYPE_Q8_0: return 7;
     case BG_TYPE_Q5_0: return 8;
     case BG_TYPE_Q5_1: return 9;
+    case BG_TYPE_Q2_K: return 10;
+    case BG_TYPE_Q3_K: return 11; /* Q3_K_S: every matrix Q3_K */
     case BG_TYPE_Q4_K: return 14; /* Q4_K_S: every matrix Q4_K */
     case BG_TYPE_Q5_K: return 16; /* Q5_K_S */
     case BG_TYPE_Q6_K: return 18;
@@ -565,7 +568,7 @@ static brigade_status check_options(const brigade_synth_options *o, const bg_pre
     if (!o->mix && (!ti || !is_weight_type))
         return bg_fail(err, BRIGADE_ERR_ARG,
                        "synth: type '%s' cannot be used for weights (use f32, f16, bf16, q8_0, "
-                       "q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K, iq4_nl or iq4_xs)",
+                       "q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl or iq4_xs)",
                        ti ? ti->name : "unknown");
     const bg_hparams *hp = &(*preset)->hp;
     uint32_t n_layers = o->n_layers ? o->n_layers : hp->n_layers;

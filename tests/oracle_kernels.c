@@ -46,7 +46,7 @@ static void check_variant(const char *variant, bool required)
     init();
     static const bg_type types[] = {BG_TYPE_Q4_K, BG_TYPE_Q5_K, BG_TYPE_Q6_K, BG_TYPE_Q4_0,
                                     BG_TYPE_Q8_0, BG_TYPE_Q5_0, BG_TYPE_IQ4_NL, BG_TYPE_Q4_1,
-                                    BG_TYPE_Q5_1, BG_TYPE_IQ4_XS};
+                                    BG_TYPE_Q5_1, BG_TYPE_IQ4_XS, BG_TYPE_Q2_K, BG_TYPE_Q3_K};
     enum { N = 4096, ROWS = 300 };
     float *w = malloc(N * sizeof *w), *x = malloc(N * sizeof *x);
     uint8_t *wq = malloc(N * 2), *aq = malloc(N * 2);

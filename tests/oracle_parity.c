@@ -304,18 +304,25 @@ int main(void)
         const char *name;
         uint32_t id;
     } quant[] = {{"q8_0", 8},  {"q4_0", 2},  {"q4_1", 3},    {"q5_0", 6},    {"q5_1", 7},
-                 {"q4_K", 12}, {"q5_K", 13}, {"q6_K", 14},   {"iq4_nl", 20}, {"iq4_xs", 23}};
+                 {"q2_K", 10}, {"q3_K", 11}, {"q4_K", 12},   {"q5_K", 13},   {"q6_K", 14},
+                 {"iq4_nl", 20}, {"iq4_xs", 23}};
     for (int p = 0; p < 2; p++)
         for (size_t t = 0; t < sizeof quant / sizeof *quant; t++)
             parity(presets[p], quant[t].name, quant[t].id, 8, 0, quant_nmse, quant_argmax);
-    /* The mix people download: Q4_K_M's tensor types (Q6_K output, Q6_K
+    /* The mixes people download: Q4_K_M's tensor types (Q6_K output, Q6_K
      * for half of ffn_down and attn_v/attn_qkv, Q8_0 attn_k/attn_v for 8
-     * experts), as llama.cpp's quantizer assigns them. */
-    for (int p = 0; p < 2; p++) {
-        brigade_synth_options o = {.preset = presets[p], .seed = 11, .n_experts_used = 8,
-                                   .mix = true, .ftype = BRIGADE_FTYPE_Q4_K_M};
-        parity_file(presets[p], "Q4_K_M", &o, 0, quant_nmse, quant_argmax);
-    }
+     * experts), and Q3_K_M's (Q3_K experts, Q4_K/Q5_K for ffn_down, attn_v
+     * and attn_output), as llama.cpp's quantizer assigns them. */
+    static const struct {
+        const char *name;
+        brigade_ftype ftype;
+    } mixes[] = {{"Q4_K_M", BRIGADE_FTYPE_Q4_K_M}, {"Q3_K_M", BRIGADE_FTYPE_Q3_K_M}};
+    for (int p = 0; p < 2; p++)
+        for (size_t m = 0; m < sizeof mixes / sizeof *mixes; m++) {
+            brigade_synth_options o = {.preset = presets[p], .seed = 11, .n_experts_used = 8,
+                                       .mix = true, .ftype = mixes[m].ftype};
+            parity_file(presets[p], mixes[m].name, &o, 0, quant_nmse, quant_argmax);
+        }
     greedy("tiny-qwen3moe");
     greedy("tiny-qwen35moe");
     llama_backend_free();

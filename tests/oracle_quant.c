@@ -237,6 +237,8 @@ static const format_case formats[] = {
     {BG_TYPE_Q5_1, BG_TYPE_Q8_1, sizeof(bg_block_q5_1)},
     {BG_TYPE_Q8_0, BG_TYPE_Q8_0, sizeof(bg_block_q8_0)},
     {BG_TYPE_Q8_1, BG_TYPE_Q8_1, sizeof(bg_block_q8_1)},
+    {BG_TYPE_Q2_K, BG_TYPE_Q8_K, sizeof(bg_block_q2_K)},
+    {BG_TYPE_Q3_K, BG_TYPE_Q8_K, sizeof(bg_block_q3_K)},
     {BG_TYPE_Q4_K, BG_TYPE_Q8_K, sizeof(bg_block_q4_K)},
     {BG_TYPE_Q5_K, BG_TYPE_Q8_K, sizeof(bg_block_q5_K)},
     {BG_TYPE_Q6_K, BG_TYPE_Q8_K, sizeof(bg_block_q6_K)},
@@ -267,7 +269,7 @@ static void check_ops_table(void)
         CHECK(ops && (ops->dot != NULL) == want_dot, "%s: dot should %sbe NULL",
               type_name(f->type), want_dot ? "not " : "");
     }
-    CHECK(bg_quant_ops_get(BG_TYPE_Q2_K) == NULL, "q2_K has no kernels yet but ops exist");
+    CHECK(bg_quant_ops_get(BG_TYPE_IQ2_XXS) == NULL, "iq2_xxs has no kernels yet but ops exist");
     CHECK(bg_quant_ops_get(BG_TYPE_COUNT) == NULL, "ops for an out-of-range id");
     CHECK(bg_quant_ops_get(4) == NULL, "ops for retired id 4");
 }

@@ -121,7 +121,8 @@ static bool theirs(const char *in, const char *out, struct llama_model_quantize_
 
 static const brigade_ftype ftypes[] = {
     BRIGADE_FTYPE_Q4_0,   BRIGADE_FTYPE_Q4_1,   BRIGADE_FTYPE_Q5_0, BRIGADE_FTYPE_Q5_1,
-    BRIGADE_FTYPE_Q8_0,   BRIGADE_FTYPE_Q4_K_S, BRIGADE_FTYPE_Q4_K_M, BRIGADE_FTYPE_Q5_K_S,
+    BRIGADE_FTYPE_Q8_0,   BRIGADE_FTYPE_Q2_K,   BRIGADE_FTYPE_Q3_K_S, BRIGADE_FTYPE_Q3_K_M,
+    BRIGADE_FTYPE_Q3_K_L, BRIGADE_FTYPE_Q4_K_S, BRIGADE_FTYPE_Q4_K_M, BRIGADE_FTYPE_Q5_K_S,
     BRIGADE_FTYPE_Q5_K_M, BRIGADE_FTYPE_Q6_K,   BRIGADE_FTYPE_F16,  BRIGADE_FTYPE_BF16,
 };
 
@@ -143,7 +144,8 @@ static void check_source(const char *preset, uint32_t src_type, const char *src_
         CHECK(ours(src, a, o, &err) == BRIGADE_OK, "%s: %s", what, err.message);
         CHECK(theirs(src, b, qp), "%s: llama.cpp failed", what);
         compare_files(a, b, what);
-        if (ftypes[k] == BRIGADE_FTYPE_Q4_K_M || ftypes[k] == BRIGADE_FTYPE_Q4_0)
+        if (ftypes[k] == BRIGADE_FTYPE_Q4_K_M || ftypes[k] == BRIGADE_FTYPE_Q4_0 ||
+            ftypes[k] == BRIGADE_FTYPE_Q3_K_M)
             runs_in_both(a, what);
     }
     /* --pure, and explicit output / token-embedding types */

@@ -41,12 +41,15 @@ static const char *dist_name[] = {"gauss", "uniform", "outliers", "small", "rand
  * scales; the fp16 fields get finite values near 1/64. */
 static const int *half_fields(bg_type type)
 {
-    static const int d[] = {0, -1}, d_m[] = {0, 2, -1}, q6_K[] = {208, -1};
+    static const int d[] = {0, -1}, d_m[] = {0, 2, -1}, q6_K[] = {208, -1},
+                     q2_K[] = {80, 82, -1}, q3_K[] = {108, -1};
     switch (type) {
     case BG_TYPE_Q8_0: case BG_TYPE_Q4_0: case BG_TYPE_Q5_0: case BG_TYPE_IQ4_NL:
     case BG_TYPE_IQ4_XS: return d;
     case BG_TYPE_Q4_1: case BG_TYPE_Q5_1: case BG_TYPE_Q4_K: case BG_TYPE_Q5_K: return d_m;
     case BG_TYPE_Q6_K: return q6_K;
+    case BG_TYPE_Q2_K: return q2_K;
+    case BG_TYPE_Q3_K: return q3_K;
     default: return NULL; /* float formats: random bytes would be NaN */
     }
 }
@@ -470,7 +473,7 @@ int main(void)
     static const bg_type types[] = {BG_TYPE_F32,  BG_TYPE_F16,  BG_TYPE_BF16, BG_TYPE_Q8_0,
                                     BG_TYPE_Q4_0, BG_TYPE_Q4_1, BG_TYPE_Q5_0, BG_TYPE_Q5_1,
                                     BG_TYPE_IQ4_NL, BG_TYPE_Q4_K, BG_TYPE_Q5_K, BG_TYPE_Q6_K,
-                                    BG_TYPE_IQ4_XS};
+                                    BG_TYPE_IQ4_XS, BG_TYPE_Q2_K, BG_TYPE_Q3_K};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         check_type(types[i]);
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
