@@ -41,6 +41,9 @@
 /* Before a loop over the activation rows of a multi-row dot: unrolled
  * whole, the rows' sums stay in registers rather than in arrays. */
 #define BG_EACH_ROW _Pragma("GCC unroll 4")
+/* Before a loop over a chunk's four code registers: unrolled, the shift
+ * counts and pshufb controls are constants. */
+#define BG_EACH_CODE _Pragma("GCC unroll 4")
 
 BG_AVX2 static inline __m256i loadu256(const void *p)
 {
@@ -238,7 +241,7 @@ BG_AVX2 static inline __m256i crumbs(__m256i q, int k)
 BG_AVX2 static inline __m256i crumb_chunk_sum(const __m256i q[4], const int8_t *act, __m256i sc)
 {
     __m256i sum = _mm256_setzero_si256();
-    for (int k = 0; k < 4; k++)
+    BG_EACH_CODE for (int k = 0; k < 4; k++)
         sum = _mm256_add_epi32(sum, dot32_u(q[k], act + 32 * k, pick_scale(sc, CTL_PAIR(2 * k))));
     return sum;
 }
@@ -365,13 +368,13 @@ q3_dot_rows(int64_t n, const bg_block_q3_K *x, const uint8_t *a, size_t a_stride
         for (int c = 0; c < 2; c++) {
             const __m256i bits = loadu256(x->qs + 32 * c);
             __m256i q[4], s[4];
-            for (int k = 0; k < 4; k++) {
+            BG_EACH_CODE for (int k = 0; k < 4; k++) {
                 q[k] = q3_codes(bits, hmask, c, k);
                 s[k] = pick_scale(sc[c], CTL_PAIR(2 * k));
             }
             BG_EACH_ROW for (int t = 0; t < na; t++) {
                 const int8_t *act = y[t]->qs + 128 * c;
-                for (int k = 0; k < 4; k++) {
+                BG_EACH_CODE for (int k = 0; k < 4; k++) {
                     const __m256i av = loadu256(act + 32 * k);
                     const __m256i pairs = _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], av),
                                                            _mm256_maddubs_epi16(four, av));
