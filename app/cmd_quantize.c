@@ -23,7 +23,8 @@ static void quantize_usage(FILE *out)
 {
     fprintf(out,
             "usage: brigade quantize IN.gguf OUT.gguf TYPE [options]\n"
-            "  TYPE: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K F16 BF16 F32\n"
+            "  TYPE: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S\n"
+            "        Q5_K_M Q6_K F16 BF16 F32\n"
             "  --threads N, -t N           threads (default: every core)\n"
             "  --pure                      every quantizable tensor in TYPE's default type\n"
             "  --output-type T             type of output.weight (e.g. q8_0)\n"
