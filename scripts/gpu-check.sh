@@ -56,7 +56,7 @@ note() { echo "$*" | tee -a "$LOG" >&2; }
 
 J=$(nproc)
 PP=512 TG=128
-TYPES="f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k iq4_nl iq4_xs"
+TYPES="f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs"
 if [ -n "${EMU:-}" ]; then
     CAP=emu GPU="none: CUDA emulation (dry run of this script)"
     TYPES=${EMU_TYPES:-f32 q8_0 q4_k}

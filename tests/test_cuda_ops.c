@@ -121,8 +121,8 @@ static void matmuls(void)
 {
     static const uint32_t types[] = {
         BG_TYPE_F32,  BG_TYPE_F16,  BG_TYPE_BF16, BG_TYPE_Q8_0,   BG_TYPE_Q4_0,
-        BG_TYPE_Q4_1, BG_TYPE_Q5_0, BG_TYPE_Q5_1, BG_TYPE_Q4_K,   BG_TYPE_Q5_K,
-        BG_TYPE_Q6_K, BG_TYPE_IQ4_NL, BG_TYPE_IQ4_XS,
+        BG_TYPE_Q4_1, BG_TYPE_Q5_0, BG_TYPE_Q5_1, BG_TYPE_Q2_K,   BG_TYPE_Q3_K,
+        BG_TYPE_Q4_K, BG_TYPE_Q5_K, BG_TYPE_Q6_K, BG_TYPE_IQ4_NL, BG_TYPE_IQ4_XS,
     };
     /* 13 and 41 tokens: the integer path on the tensor cores, 41 with a
      * tile of 32 and a part of one */
@@ -174,6 +174,7 @@ static void multis(void)
 {
     static const uint32_t sets[][3] = {
         {BG_TYPE_Q6_K, BG_TYPE_Q4_K, BG_TYPE_Q4_K},
+        {BG_TYPE_Q3_K, BG_TYPE_Q2_K, BG_TYPE_Q4_K},
         {BG_TYPE_Q8_0, BG_TYPE_Q8_0, BG_TYPE_Q8_0},
         {BG_TYPE_F16, BG_TYPE_Q4_K, BG_TYPE_Q8_0},
     };
@@ -286,7 +287,8 @@ static void out_projection_on_codes(const char *what, uint64_t x, size_t xs, uin
  * by a product of them. */
 static void mixer_ends(void)
 {
-    static const uint32_t types[] = {BG_TYPE_Q4_K, BG_TYPE_Q8_0, BG_TYPE_F32};
+    static const uint32_t types[] = {BG_TYPE_Q4_K, BG_TYPE_Q2_K, BG_TYPE_Q3_K, BG_TYPE_Q8_0,
+                                     BG_TYPE_F32};
     static const uint32_t toks[] = {1, 4, 5, 9};
     const uint64_t n_in = 512, n = 256;
     /* uncoded too: then only the barrier between the last block's rows
@@ -738,6 +740,8 @@ static void moes(void)
 {
     static const uint32_t types[][3] = {
         {BG_TYPE_Q4_K, BG_TYPE_Q4_K, BG_TYPE_Q6_K},
+        {BG_TYPE_Q2_K, BG_TYPE_Q2_K, BG_TYPE_Q3_K},
+        {BG_TYPE_Q3_K, BG_TYPE_Q3_K, BG_TYPE_Q2_K},
         {BG_TYPE_Q8_0, BG_TYPE_Q8_0, BG_TYPE_Q8_0},
         {BG_TYPE_F16, BG_TYPE_BF16, BG_TYPE_Q5_K},
     };
@@ -971,8 +975,8 @@ int main(int argc, char **argv)
     }
     dbase = d;
     rbase = r;
-    /* products in the float path, then (scratch given) Q4_K, Q6_K and Q8_0
-     * in the integer path */
+    /* products in the float path, then (scratch given) the K-quants, Q8_0
+     * and the others with an integer path in it */
 #define GROUP(f) \
     if (wanted(#f)) \
         f()

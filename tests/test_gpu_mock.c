@@ -809,10 +809,11 @@ static void prefetch(const char *dir)
 /* BRIGADE_CUDA_MMA_STAGE: the tensor cores' products staged through shared
  * memory (the default) do the same arithmetic in the same order as read
  * straight from memory: a prompt's logits bitwise equal, in q4_K (rows of
- * 144 bytes: 16-byte copies) and q6_K (rows of 210: 2-byte ones). */
+ * 144 bytes: 16-byte copies), q2_K (rows of 84: 4-byte ones), q6_K and
+ * q3_K (rows of 210 and 110: 2-byte ones). */
 static void mma_staging(const char *dir)
 {
-    static const uint32_t types[] = {BG_TYPE_Q4_K, BG_TYPE_Q6_K};
+    static const uint32_t types[] = {BG_TYPE_Q4_K, BG_TYPE_Q2_K, BG_TYPE_Q6_K, BG_TYPE_Q3_K};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
         char path[512];
         brigade_error err;

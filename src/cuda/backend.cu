@@ -490,7 +490,8 @@ static bool gpu_supports(uint32_t type)
 {
     switch (type) {
     case T_F32: case T_F16: case T_BF16: case T_Q4_0: case T_Q4_1: case T_Q5_0: case T_Q5_1:
-    case T_Q8_0: case T_IQ4_NL: case T_Q4_K: case T_Q5_K: case T_Q6_K: case T_IQ4_XS:
+    case T_Q8_0: case T_IQ4_NL: case T_Q2_K: case T_Q3_K: case T_Q4_K: case T_Q5_K: case T_Q6_K:
+    case T_IQ4_XS:
         return true;
     default:
         return false;

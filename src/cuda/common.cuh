@@ -195,7 +195,8 @@ static void bg_timeline_set_here(cudaStream_t stream, bg_timeline *tl)
 // elsewhere; the numbers are the file format's).
 enum {
     T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q5_0 = 6, T_Q5_1 = 7, T_Q8_0 = 8,
-    T_Q4_K = 12, T_Q5_K = 13, T_Q6_K = 14, T_IQ4_NL = 20, T_IQ4_XS = 23, T_BF16 = 30,
+    T_Q2_K = 10, T_Q3_K = 11, T_Q4_K = 12, T_Q5_K = 13, T_Q6_K = 14, T_IQ4_NL = 20,
+    T_IQ4_XS = 23, T_BF16 = 30,
 };
 
 struct bg_gpu_graph {
@@ -515,6 +516,8 @@ template <> struct bg_fmt<T_Q5_0> { enum { elems = 32, bytes = 22 }; };
 template <> struct bg_fmt<T_Q5_1> { enum { elems = 32, bytes = 24 }; };
 template <> struct bg_fmt<T_Q8_0> { enum { elems = 32, bytes = 34 }; };
 template <> struct bg_fmt<T_IQ4_NL> { enum { elems = 32, bytes = 18 }; };
+template <> struct bg_fmt<T_Q2_K> { enum { elems = 256, bytes = 84 }; };
+template <> struct bg_fmt<T_Q3_K> { enum { elems = 256, bytes = 110 }; };
 template <> struct bg_fmt<T_Q4_K> { enum { elems = 256, bytes = 144 }; };
 template <> struct bg_fmt<T_Q5_K> { enum { elems = 256, bytes = 176 }; };
 template <> struct bg_fmt<T_Q6_K> { enum { elems = 256, bytes = 210 }; };
@@ -536,6 +539,16 @@ __device__ __forceinline__ void bg_k_scale_min(const uint8_t *sc, int g, int *s,
         *s = (sc[g + 4] & 0xF) | (sc[g - 4] >> 6) << 4;
         *m = (sc[g + 4] >> 4) | (sc[g] >> 6) << 4;
     }
+}
+
+// The signed scale of group g (of 16) of a Q3_K block (scales: 12 bytes):
+// six bits biased by 32, the low four in byte g % 8 (g < 8: low nibble,
+// else high), the top two at bits 2 * (g / 4) of byte 8 + g % 4.
+__device__ __forceinline__ int bg_q3_scale(const uint8_t *sc, int g)
+{
+    const int lo = (sc[g % 8] >> (g < 8 ? 0 : 4)) & 0xF;
+    const int hi = (sc[8 + g % 4] >> (2 * (g / 4))) & 3;
+    return (lo | hi << 4) - 32;
 }
 
 // Dequantizes chunk c (elements 32c .. 32c+31) of a row into v.
@@ -629,6 +642,42 @@ template <> __device__ __forceinline__ void bg_deq32<T_IQ4_NL>(const uint8_t *ro
         v[j + 16] = (float)bg_iq4_values[b[2 + j] >> 4] * d;
     }
 }
+// Sixteen groups of 16: x = d * (sc[g] & 15) * q - dmin * (sc[g] >> 4),
+// q in 0..3; within each 128-element half, bits 2k..2k+1 of byte l of its
+// 32 bytes of qs hold q[32k + l]. A chunk is one 2-bit field of 32 bytes.
+template <> __device__ __forceinline__ void bg_deq32<T_Q2_K>(const uint8_t *row, uint64_t c, float v[32])
+{
+    const uint8_t *b = row + (c / 8) * 84;
+    const int g = 2 * (int)(c % 8); // the chunk's first group
+    const float d = bg_h2f(bg_ld16(b + 80)), dmin = bg_h2f(bg_ld16(b + 82));
+    const float ds0 = __fmul_rn(d, (float)(b[g] & 0xF)), dm0 = __fmul_rn(dmin, (float)(b[g] >> 4));
+    const float ds1 = __fmul_rn(d, (float)(b[g + 1] & 0xF));
+    const float dm1 = __fmul_rn(dmin, (float)(b[g + 1] >> 4));
+    const uint8_t *qs = b + 16 + 32 * (c % 8 / 4);
+    const int shift = 2 * (int)(c % 4);
+#pragma unroll
+    for (int j = 0; j < 32; j++)
+        v[j] = __fsub_rn(__fmul_rn(j < 16 ? ds0 : ds1, (float)((qs[j] >> shift) & 3)),
+                         j < 16 ? dm0 : dm1);
+}
+// Sixteen groups of 16: x = d * scale[g] * (q - 4), q in 0..7 (bg_q3_scale);
+// the low two bits of q as in Q2_K, the third bit of q[e] is bit e / 32 of
+// hmask[e % 32].
+template <> __device__ __forceinline__ void bg_deq32<T_Q3_K>(const uint8_t *row, uint64_t c, float v[32])
+{
+    const uint8_t *b = row + (c / 8) * 110;
+    const uint8_t *hmask = b, *qs = b + 32 + 32 * (c % 8 / 4);
+    const int g = 2 * (int)(c % 8);
+    const float d = bg_h2f(bg_ld16(b + 108));
+    const float ds0 = __fmul_rn(d, (float)bg_q3_scale(b + 96, g));
+    const float ds1 = __fmul_rn(d, (float)bg_q3_scale(b + 96, g + 1));
+    const int shift = 2 * (int)(c % 4), bit = (int)(c % 8);
+#pragma unroll
+    for (int j = 0; j < 32; j++) {
+        const int q = ((qs[j] >> shift) & 3) | ((hmask[j] >> bit) & 1) << 2;
+        v[j] = __fmul_rn(j < 16 ? ds0 : ds1, (float)(q - 4));
+    }
+}
 // Eight groups of 32: x = d * sc[g] * q - dmin * mn[g]; within each
 // 64-element chunk byte l holds q[l] (low nibble) and q[l + 32] (high).
 template <> __device__ __forceinline__ void bg_deq32<T_Q4_K>(const uint8_t *row, uint64_t c, float v[32])
@@ -715,6 +764,8 @@ template <> __device__ __forceinline__ void bg_deq32<T_IQ4_XS>(const uint8_t *ro
         case T_Q5_1: CALL(T_Q5_1); break;                                                    \
         case T_Q8_0: CALL(T_Q8_0); break;                                                    \
         case T_IQ4_NL: CALL(T_IQ4_NL); break;                                                \
+        case T_Q2_K: CALL(T_Q2_K); break;                                                    \
+        case T_Q3_K: CALL(T_Q3_K); break;                                                    \
         case T_Q4_K: CALL(T_Q4_K); break;                                                    \
         case T_Q5_K: CALL(T_Q5_K); break;                                                    \
         case T_Q6_K: CALL(T_Q6_K); break;                                                    \

@@ -303,7 +303,17 @@ __device__ __forceinline__ uint32_t bg_multi_product(const bg_multi &m)
     return k;
 }
 
-template <int TOK>
+// The types a launch's kernel switches over. The kernel holds the code of
+// each and takes the registers of the hungriest, so Q2_K and Q3_K (scales,
+// and Q2_K's mins, per 16 codes), which would take the one-token kernel
+// from 100 registers a thread to 130 (sm_90), have kernels of their own
+// (LOW) with the types whose activations code alike (Q8_K), the only
+// others a launch with them can have (bg_cuda_matmul_multi's `one`).
+template <int T, bool LOW> struct bg_multi_has {
+    enum { on = LOW ? bg_act<T>::kind == ACT_Q8_K : T != T_Q2_K && T != T_Q3_K };
+};
+
+template <int TOK, bool LOW>
 __global__ void __launch_bounds__(MM_WARPS * 32)
     k_matmul_multi(bg_multi m, uint64_t n_in, const uint8_t *xq, uint32_t n_tok)
 {
@@ -322,7 +332,11 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
 #define ROW(T)                                                                                 \
     bg_matmul_row<T, 1, TOK, true>(m.w[k], m.w[k], o, valid, m.lanes, n_in, NULL, 0, xq, m.y[k], \
                                    m.ys[k], n_tok)
-#define CASE(T) case T: ROW(T); break;
+#define CASE(T)                                                                                \
+    case T:                                                                                    \
+        if constexpr (bg_multi_has<T, LOW>::on)                                                \
+            ROW(T);                                                                            \
+        break;
         BG_INT_TYPES(CASE)
 #undef CASE
 #undef ROW
@@ -332,7 +346,7 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
 
 // k_matmul_multi on the tensor cores (first_block counts MMA_ROWS a block;
 // STAGED: through shared memory, the largest mma_stage_bytes of the types).
-template <bool STAGED>
+template <bool STAGED, bool LOW>
 __global__ void __launch_bounds__(MM_WARPS * 32)
     k_matmul_multi_mma(bg_multi m, uint64_t n_in, const uint8_t *xq, uint32_t n_tok)
 {
@@ -347,12 +361,37 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
 #define ROWS(T)                                                                                \
     bg_mma_tokens<T, 1, STAGED>((uint8_t *)stage, w, ob, m.n_out[k], n_in, xq, n_tok, m.y[k],  \
                                 m.ys[k])
-#define CASE(T) case T: ROWS(T); break;
+#define CASE(T)                                                                                \
+    case T:                                                                                    \
+        if constexpr (bg_multi_has<T, LOW>::on)                                                \
+            ROWS(T);                                                                           \
+        break;
         BG_INT_TYPES(CASE)
 #undef CASE
 #undef ROWS
     default: break;
     }
+}
+
+// Launches k_matmul_multi (or its tensor-core kernel, staged when `shared`
+// is not 0) with the types of set LOW.
+template <bool LOW>
+static void launch_matmul_multi(bg_gpu *g, const bg_multi &m, uint64_t n_in, const uint8_t *xq,
+                                uint32_t n_tok, bool mma, uint32_t shared)
+{
+    const uint32_t blocks = m.first_block[m.n], groups = (n_tok + MM_TOK - 1) / MM_TOK;
+    const dim3 grid(blocks, groups > 65535 ? 65535 : groups), grid_mma(blocks, mma_tiles(n_tok));
+    if (mma && shared)
+        BG_LAUNCH(grid_mma, MM_WARPS * 32, shared, g->stream,
+                  k_matmul_multi_mma<true, LOW>)(m, n_in, xq, n_tok);
+    else if (mma)
+        BG_LAUNCH(grid_mma, MM_WARPS * 32, 0, g->stream,
+                  k_matmul_multi_mma<false, LOW>)(m, n_in, xq, n_tok);
+    else if (n_tok == 1)
+        BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul_multi<1, LOW>)(m, n_in, xq, n_tok);
+    else
+        BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul_multi<MM_TOK, LOW>)(m, n_in, xq,
+                                                                                  n_tok);
 }
 
 extern "C" int bg_cuda_matmul_multi(bg_gpu *g, const bg_gpu_proj *proj, uint32_t n_proj,
@@ -385,7 +424,9 @@ extern "C" int bg_cuda_matmul_multi(bg_gpu *g, const bg_gpu_proj *proj, uint32_t
     m.lanes = row_lanes(true, n_in);
     const bool mma = mma_on(n_tok);
     uint32_t blocks = 0;
+    bool low = false; // the kernels with Q2_K and Q3_K (bg_multi_has)
     for (uint32_t k = 0; k < n_proj; k++) {
+        low = low || proj[k].type == T_Q2_K || proj[k].type == T_Q3_K;
         m.w[k] = (const uint8_t *)proj[k].d_w;
         m.y[k] = proj[k].d_y;
         m.n_out[k] = proj[k].n_out;
@@ -398,8 +439,6 @@ extern "C" int bg_cuda_matmul_multi(bg_gpu *g, const bg_gpu_proj *proj, uint32_t
     m.first_block[n_proj] = blocks;
     m.n = n_proj;
     m.prefetch = bg_prefetch && !mma;
-    const uint32_t groups = (n_tok + MM_TOK - 1) / MM_TOK;
-    const dim3 grid(blocks, groups > 65535 ? 65535 : groups);
     // staged where every type can be: the largest type's shared memory
     bool staged = mma;
     uint32_t shared = 0;
@@ -408,16 +447,12 @@ extern "C" int bg_cuda_matmul_multi(bg_gpu *g, const bg_gpu_proj *proj, uint32_t
         staged = b != 0;
         shared = b > shared ? b : shared;
     }
-    if (staged)
-        BG_LAUNCH(dim3(blocks, mma_tiles(n_tok)), MM_WARPS * 32, shared, g->stream,
-                  k_matmul_multi_mma<true>)(m, n_in, xq, n_tok);
-    else if (mma)
-        BG_LAUNCH(dim3(blocks, mma_tiles(n_tok)), MM_WARPS * 32, 0, g->stream,
-                  k_matmul_multi_mma<false>)(m, n_in, xq, n_tok);
-    else if (n_tok == 1)
-        BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul_multi<1>)(m, n_in, xq, n_tok);
+    if (!staged)
+        shared = 0;
+    if (low)
+        launch_matmul_multi<true>(g, m, n_in, xq, n_tok, mma, shared);
     else
-        BG_LAUNCH(grid, MM_WARPS * 32, 0, g->stream, k_matmul_multi<MM_TOK>)(m, n_in, xq, n_tok);
+        launch_matmul_multi<false>(g, m, n_in, xq, n_tok, mma, shared);
     return bg_cuda_launched(g, "matmul (several)");
 }
 

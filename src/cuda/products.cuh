@@ -22,6 +22,8 @@ template <int T> struct bg_act { enum { kind = ACT_Q8_0 }; }; // q4_0, q5_0, q8_
 template <> struct bg_act<T_F32> { enum { kind = ACT_F32 }; };
 template <> struct bg_act<T_F16> { enum { kind = ACT_F16 }; };
 template <> struct bg_act<T_BF16> { enum { kind = ACT_BF16 }; };
+template <> struct bg_act<T_Q2_K> { enum { kind = ACT_Q8_K }; };
+template <> struct bg_act<T_Q3_K> { enum { kind = ACT_Q8_K }; };
 template <> struct bg_act<T_Q4_K> { enum { kind = ACT_Q8_K }; };
 template <> struct bg_act<T_Q5_K> { enum { kind = ACT_Q8_K }; };
 template <> struct bg_act<T_Q6_K> { enum { kind = ACT_Q8_K }; };
@@ -112,16 +114,19 @@ __device__ __forceinline__ void bg_prefetch_block_rows(const uint8_t *w, uint64_
 // ---------------------------------------------- the integer path
 //
 // Weights whose values are small integers times a scale per 16 or 32 (Q4_0,
-// Q5_0, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS) multiply activations coded
-// once per product (k_code_act: int8 codes and a scale per 32, as the CPU
-// codes them for that type) with integer dot products of four bytes
-// (dp4a): per 32 weights, value = d_a * (s0 * sum over the first 16 of w * a
-// + s1 * sum over the last 16 - m * sum of a), which is the float path's sum
-// of (weight) * (rounded activation), summed exactly before the scales
-// instead of after. Q4_1, Q5_1 and the float types take the float path.
+// Q5_0, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS) multiply
+// activations coded once per product (k_code_act: int8 codes and a scale
+// per 32, as the CPU codes them for that type) with integer dot products of
+// four bytes (dp4a): per 32 weights, value = d_a * (s0 * sum over the first
+// 16 of w * a + s1 * sum over the last 16 - m0 * sum of the first 16 a -
+// m1 * sum of the last 16 a), which is the float path's sum of (weight) *
+// (rounded activation), summed exactly before the scales instead of after.
+// Q4_1, Q5_1 and the float types take the float path.
 
 template <int T> struct bg_int_path { enum { on = 0 }; };
-#define BG_INT_TYPES(X) X(T_Q4_0) X(T_Q5_0) X(T_Q8_0) X(T_IQ4_NL) X(T_Q4_K) X(T_Q5_K) X(T_Q6_K) X(T_IQ4_XS)
+#define BG_INT_TYPES(X)                                                                        \
+    X(T_Q4_0) X(T_Q5_0) X(T_Q8_0) X(T_IQ4_NL) X(T_Q2_K) X(T_Q3_K) X(T_Q4_K) X(T_Q5_K) X(T_Q6_K)    \
+    X(T_IQ4_XS)
 #define BG_INT_PATH_ON(T)                                                                      \
     template <> struct bg_int_path<T> { enum { on = 1 }; };
 BG_INT_TYPES(BG_INT_PATH_ON)
@@ -132,30 +137,42 @@ __device__ __forceinline__ int bg_dp4a(int a, int b, int c)
     return __dp4a(a, b, c);
 }
 
-// Chunk c of a row: its scales (value = s0 * code for its first 16 codes,
-// s1 * code for its last 16, less m), and word k (of 8) of its codes as
+// Chunk c of a row: its scales (value = s0 * code - m0 for its first 16
+// codes, s1 * code - m1 for its last 16), and word k (of 8) of its codes as
 // four int8.
 template <int T>
 __device__ __forceinline__ void bg_int_scales(const uint8_t *row, uint64_t c, float *s0,
-                                              float *s1, float *m);
+                                              float *s1, float *m0, float *m1);
 template <int T> __device__ __forceinline__ int bg_int_word(const uint8_t *row, uint64_t c, int k);
-// Whether the type's scales carry a min (m not 0): Q4_K's and Q5_K's groups.
-template <int T> struct bg_int_min { enum { on = T == T_Q4_K || T == T_Q5_K }; };
-// Whether a chunk has one scale (s0 == s1: every integer type but Q6_K,
-// whose scales go by 16 codes): its halves' sums then add as integers,
-// one conversion and one multiply where two of each were.
-template <int T> struct bg_int_one_scale { enum { on = T != T_Q6_K }; };
+// Whether the type's scales carry a min (m0, m1 not 0): Q4_K's and Q5_K's
+// groups of 32, Q2_K's of 16.
+template <int T> struct bg_int_min { enum { on = T == T_Q4_K || T == T_Q5_K || T == T_Q2_K }; };
+// Whether a chunk has one scale and one min (s0 == s1, m0 == m1: every
+// integer type but Q2_K, Q3_K and Q6_K, whose scales go by 16 codes): its
+// halves' sums then add as integers, one conversion and one multiply where
+// two of each were, and so do the activation codes' sums its min takes.
+template <int T> struct bg_int_one_scale {
+    enum { on = T != T_Q6_K && T != T_Q3_K && T != T_Q2_K };
+};
 
-// A chunk's value from its halves' sums i0, i1 and its codes' sum asum
-// (read for types with a min only).
+// A chunk's value from its halves' sums i0, i1 and the activation codes'
+// sums a0, a1 of its halves (read for types with a min only; with one
+// scale a chunk, a0 is the whole chunk's and a1 is not read).
 template <int T>
-__device__ __forceinline__ float bg_chunk_value(int i0, int i1, float s0, float s1, float m,
-                                                float asum)
+__device__ __forceinline__ float bg_chunk_value(int i0, int i1, float s0, float s1, float m0,
+                                                float m1, float a0, float a1)
 {
-    float v = bg_int_one_scale<T>::on ? s0 * (float)(i0 + i1) : s0 * (float)i0 + s1 * (float)i1;
-    if constexpr (bg_int_min<T>::on)
-        v = v - m * asum;
-    return v;
+    if constexpr (bg_int_one_scale<T>::on) {
+        float v = s0 * (float)(i0 + i1);
+        if constexpr (bg_int_min<T>::on)
+            v = v - m0 * a0;
+        return v;
+    } else {
+        float v = s0 * (float)i0 + s1 * (float)i1;
+        if constexpr (bg_int_min<T>::on)
+            v = v - m0 * a0 - m1 * a1;
+        return v;
+    }
 }
 
 // Four bytes less k in each (values below 64 here), without borrows
@@ -167,10 +184,10 @@ __device__ __forceinline__ int bg_bytes_less(uint32_t v, uint32_t k)
 
 template <>
 __device__ __forceinline__ void bg_int_scales<T_Q8_0>(const uint8_t *row, uint64_t c, float *s0,
-                                                      float *s1, float *m)
+                                                      float *s1, float *m0, float *m1)
 {
     *s0 = *s1 = bg_h2f(bg_ld16(row + c * 34));
-    *m = 0.0f;
+    *m0 = *m1 = 0.0f;
 }
 template <>
 __device__ __forceinline__ int bg_int_word<T_Q8_0>(const uint8_t *row, uint64_t c, int k)
@@ -182,19 +199,19 @@ __device__ __forceinline__ int bg_int_word<T_Q8_0>(const uint8_t *row, uint64_t 
 
 // Group g's scale and min in a Q4_K/Q5_K super-block b (d, dmin, scales).
 __device__ __forceinline__ void bg_k_group_scales(const uint8_t *b, int g, float *s0, float *s1,
-                                                  float *m)
+                                                  float *m0, float *m1)
 {
     int sc, mn;
     bg_k_scale_min(b + 4, g, &sc, &mn);
     *s0 = *s1 = __fmul_rn(bg_h2f(bg_ld16(b)), (float)sc);
-    *m = __fmul_rn(bg_h2f(bg_ld16(b + 2)), (float)mn);
+    *m0 = *m1 = __fmul_rn(bg_h2f(bg_ld16(b + 2)), (float)mn);
 }
 
 template <>
 __device__ __forceinline__ void bg_int_scales<T_Q4_K>(const uint8_t *row, uint64_t c, float *s0,
-                                                      float *s1, float *m)
+                                                      float *s1, float *m0, float *m1)
 {
-    bg_k_group_scales(row + (c / 8) * 144, (int)(c % 8), s0, s1, m);
+    bg_k_group_scales(row + (c / 8) * 144, (int)(c % 8), s0, s1, m0, m1);
 }
 // Word k of group c % 8's low four bits in a Q4_K/Q5_K super-block's qs
 // (16-byte aligned): groups 2j and 2j + 1 share 32 bytes, low nibbles
@@ -212,7 +229,7 @@ __device__ __forceinline__ int bg_int_word<T_Q4_K>(const uint8_t *row, uint64_t 
 
 template <>
 __device__ __forceinline__ void bg_int_scales<T_Q6_K>(const uint8_t *row, uint64_t c, float *s0,
-                                                      float *s1, float *m)
+                                                      float *s1, float *m0, float *m1)
 {
     const uint8_t *b = row + (c / 8) * 210; // 2-byte aligned: the block is 210 bytes
     const int8_t *scales = (const int8_t *)(b + 192);
@@ -220,7 +237,7 @@ __device__ __forceinline__ void bg_int_scales<T_Q6_K>(const uint8_t *row, uint64
     const int e0 = 32 * (int)(c % 8);
     *s0 = __fmul_rn(d, (float)scales[e0 / 16]);
     *s1 = __fmul_rn(d, (float)scales[e0 / 16 + 1]);
-    *m = 0.0f;
+    *m0 = *m1 = 0.0f;
 }
 template <>
 __device__ __forceinline__ int bg_int_word<T_Q6_K>(const uint8_t *row, uint64_t c, int k)
@@ -237,6 +254,56 @@ __device__ __forceinline__ int bg_int_word<T_Q6_K>(const uint8_t *row, uint64_t 
     const uint32_t hi = (uint32_t)qh[2 * k] | (uint32_t)qh[2 * k + 1] << 16;
     const uint32_t v = ((lo >> lo_shift) & 0x0F0F0F0Fu) | ((hi >> hi_shift) & 0x03030303u) << 4;
     return bg_bytes_less(v, 0x20202020u);
+}
+
+// Sixteen groups of 16, a chunk two of them (2 (c % 8) and the next), the
+// chunk's codes one 2-bit field (bits 2 (c % 4)) of the 32 bytes of its
+// 128-value half. Q2_K (84-byte blocks, 4-byte aligned): value = d * (sc &
+// 15) * q - dmin * (sc >> 4), a scale byte sc a group.
+template <>
+__device__ __forceinline__ void bg_int_scales<T_Q2_K>(const uint8_t *row, uint64_t c, float *s0,
+                                                      float *s1, float *m0, float *m1)
+{
+    const uint8_t *b = row + (c / 8) * 84;
+    const float d = bg_h2f(bg_ld16(b + 80)), dmin = bg_h2f(bg_ld16(b + 82));
+    const uint8_t *sc = b + 2 * (c % 8);
+    *s0 = __fmul_rn(d, (float)(sc[0] & 0xF));
+    *s1 = __fmul_rn(d, (float)(sc[1] & 0xF));
+    *m0 = __fmul_rn(dmin, (float)(sc[0] >> 4));
+    *m1 = __fmul_rn(dmin, (float)(sc[1] >> 4));
+}
+template <>
+__device__ __forceinline__ int bg_int_word<T_Q2_K>(const uint8_t *row, uint64_t c, int k)
+{
+    const uint32_t *qs = BG_ALIGNED(const uint32_t *, row + (c / 8) * 84 + 16 + 32 * (c % 8 / 4));
+    return (int)((qs[k] >> 2 * (c % 4)) & 0x03030303u);
+}
+
+// Q3_K (110-byte blocks, 2-byte aligned): value = d * scale * (q - 4), the
+// low two bits of q as Q2_K's, the third bit of value e bit c % 8 of
+// hmask[e % 32] (bg_q3_scale: the signed group scales).
+template <>
+__device__ __forceinline__ void bg_int_scales<T_Q3_K>(const uint8_t *row, uint64_t c, float *s0,
+                                                      float *s1, float *m0, float *m1)
+{
+    const uint8_t *b = row + (c / 8) * 110;
+    const float d = bg_h2f(bg_ld16(b + 108));
+    const int g = 2 * (int)(c % 8);
+    *s0 = __fmul_rn(d, (float)bg_q3_scale(b + 96, g));
+    *s1 = __fmul_rn(d, (float)bg_q3_scale(b + 96, g + 1));
+    *m0 = *m1 = 0.0f;
+}
+template <>
+__device__ __forceinline__ int bg_int_word<T_Q3_K>(const uint8_t *row, uint64_t c, int k)
+{
+    // read by halves: a block is 2-byte aligned
+    const uint8_t *b = row + (c / 8) * 110;
+    const uint16_t *qs = BG_ALIGNED(const uint16_t *, b + 32 + 32 * (c % 8 / 4));
+    const uint16_t *hm = BG_ALIGNED(const uint16_t *, b);
+    const uint32_t lo = (uint32_t)qs[2 * k] | (uint32_t)qs[2 * k + 1] << 16;
+    const uint32_t hi = (uint32_t)hm[2 * k] | (uint32_t)hm[2 * k + 1] << 16;
+    const uint32_t v = ((lo >> 2 * (c % 4)) & 0x03030303u) | ((hi >> c % 8) & 0x01010101u) << 2;
+    return bg_bytes_less(v, 0x04040404u);
 }
 
 // Word k of the nibbles of a 32-value block (16 bytes at qs, 2-byte
@@ -263,10 +330,10 @@ __device__ __forceinline__ int bg_iq4_word(uint32_t n)
 // x = d * (q - 8)
 template <>
 __device__ __forceinline__ void bg_int_scales<T_Q4_0>(const uint8_t *row, uint64_t c, float *s0,
-                                                      float *s1, float *m)
+                                                      float *s1, float *m0, float *m1)
 {
     *s0 = *s1 = bg_h2f(bg_ld16(row + c * 18));
-    *m = 0.0f;
+    *m0 = *m1 = 0.0f;
 }
 template <>
 __device__ __forceinline__ int bg_int_word<T_Q4_0>(const uint8_t *row, uint64_t c, int k)
@@ -277,10 +344,10 @@ __device__ __forceinline__ int bg_int_word<T_Q4_0>(const uint8_t *row, uint64_t 
 // x = d * (q - 16), bit 4 of value e is bit e of qh
 template <>
 __device__ __forceinline__ void bg_int_scales<T_Q5_0>(const uint8_t *row, uint64_t c, float *s0,
-                                                      float *s1, float *m)
+                                                      float *s1, float *m0, float *m1)
 {
     *s0 = *s1 = bg_h2f(bg_ld16(row + c * 22));
-    *m = 0.0f;
+    *m0 = *m1 = 0.0f;
 }
 template <>
 __device__ __forceinline__ int bg_int_word<T_Q5_0>(const uint8_t *row, uint64_t c, int k)
@@ -294,10 +361,10 @@ __device__ __forceinline__ int bg_int_word<T_Q5_0>(const uint8_t *row, uint64_t 
 // x = d * kvalues[q]
 template <>
 __device__ __forceinline__ void bg_int_scales<T_IQ4_NL>(const uint8_t *row, uint64_t c, float *s0,
-                                                        float *s1, float *m)
+                                                        float *s1, float *m0, float *m1)
 {
     *s0 = *s1 = bg_h2f(bg_ld16(row + c * 18));
-    *m = 0.0f;
+    *m0 = *m1 = 0.0f;
 }
 template <>
 __device__ __forceinline__ int bg_int_word<T_IQ4_NL>(const uint8_t *row, uint64_t c, int k)
@@ -308,9 +375,9 @@ __device__ __forceinline__ int bg_int_word<T_IQ4_NL>(const uint8_t *row, uint64_
 // As Q4_K (176-byte blocks), bit 4 of value e is bit c % 8 of qh[e]
 template <>
 __device__ __forceinline__ void bg_int_scales<T_Q5_K>(const uint8_t *row, uint64_t c, float *s0,
-                                                      float *s1, float *m)
+                                                      float *s1, float *m0, float *m1)
 {
-    bg_k_group_scales(row + (c / 8) * 176, (int)(c % 8), s0, s1, m);
+    bg_k_group_scales(row + (c / 8) * 176, (int)(c % 8), s0, s1, m0, m1);
 }
 template <>
 __device__ __forceinline__ int bg_int_word<T_Q5_K>(const uint8_t *row, uint64_t c, int k)
@@ -323,14 +390,14 @@ __device__ __forceinline__ int bg_int_word<T_Q5_K>(const uint8_t *row, uint64_t 
 // x = d * (ls - 32) * kvalues[q], ls the group's 6-bit scale
 template <>
 __device__ __forceinline__ void bg_int_scales<T_IQ4_XS>(const uint8_t *row, uint64_t c, float *s0,
-                                                        float *s1, float *m)
+                                                        float *s1, float *m0, float *m1)
 {
     const uint8_t *b = row + (c / 8) * 136;
     const int g = (int)(c % 8);
     const int lo = (b[4 + g / 2] >> (4 * (g % 2))) & 0xF;
     const int hi = (bg_ld16(b + 2) >> (2 * g)) & 3;
     *s0 = *s1 = __fmul_rn(bg_h2f(bg_ld16(b)), (float)((lo | hi << 4) - 32));
-    *m = 0.0f;
+    *m0 = *m1 = 0.0f;
 }
 template <>
 __device__ __forceinline__ int bg_int_word<T_IQ4_XS>(const uint8_t *row, uint64_t c, int k)
@@ -342,9 +409,9 @@ __device__ __forceinline__ int bg_int_word<T_IQ4_XS>(const uint8_t *row, uint64_
 // 32 bytes in two wide loads, the others a word at a time.
 template <int T>
 __device__ __forceinline__ void bg_int32(const uint8_t *row, uint64_t c, int w[8], float *s0,
-                                         float *s1, float *m)
+                                         float *s1, float *m0, float *m1)
 {
-    bg_int_scales<T>(row, c, s0, s1, m);
+    bg_int_scales<T>(row, c, s0, s1, m0, m1);
     if constexpr (T == T_Q4_K) {
         const uint4 *qs = BG_ALIGNED(const uint4 *, row + (c / 8) * 144 + 16 + 32 * (c % 8 / 2));
         const uint4 lo = qs[0], hi = qs[1];
@@ -384,13 +451,18 @@ __global__ void k_code_act(const float *x, size_t xs, uint64_t n_in, uint32_t n_
 template <int T, int NR, int TOK>
 __device__ __forceinline__ void bg_acc_chunk_int(float acc[NR][TOK], int t, const int w[NR][8],
                                                  const float s0[NR], const float s1[NR],
-                                                 const float m[NR], const int a[8], float da)
+                                                 const float m0[NR], const float m1[NR],
+                                                 const int a[8], float da)
 {
-    int asum = 0;
-    if constexpr (bg_int_min<T>::on)
+    // the codes' sums the mins take: the chunk's (one scale), or its halves'
+    int asum[2] = {0, 0};
+    if constexpr (bg_int_min<T>::on) {
 #pragma unroll
-        for (int k = 0; k < 8; k++)
-            asum = bg_dp4a(a[k], 0x01010101, asum);
+        for (int k = 0; k < 8; k++) {
+            const int h = bg_int_one_scale<T>::on ? 0 : k / 4;
+            asum[h] = bg_dp4a(a[k], 0x01010101, asum[h]);
+        }
+    }
 #pragma unroll
     for (int r = 0; r < NR; r++) {
         int i0 = 0, i1 = 0;
@@ -399,7 +471,8 @@ __device__ __forceinline__ void bg_acc_chunk_int(float acc[NR][TOK], int t, cons
             i0 = bg_dp4a(w[r][k], a[k], i0);
             i1 = bg_dp4a(w[r][k + 4], a[k + 4], i1);
         }
-        acc[r][t] += da * bg_chunk_value<T>(i0, i1, s0[r], s1[r], m[r], (float)asum);
+        acc[r][t] += da * bg_chunk_value<T>(i0, i1, s0[r], s1[r], m0[r], m1[r], (float)asum[0],
+                                            (float)asum[1]);
     }
 }
 
@@ -434,7 +507,8 @@ __device__ __forceinline__ void bg_rows_dot_int(const uint8_t *const rows[NR], u
         for (uint64_t c0 = threadIdx.x % (uint32_t)lanes; c0 < n_chunks;
              c0 += INT_CHUNKS * (uint32_t)lanes) {
             int w[INT_CHUNKS][NR][8], a[INT_CHUNKS][8];
-            float s0[INT_CHUNKS][NR], s1[INT_CHUNKS][NR], m[INT_CHUNKS][NR], da[INT_CHUNKS];
+            float s0[INT_CHUNKS][NR], s1[INT_CHUNKS][NR], da[INT_CHUNKS];
+            float m0[INT_CHUNKS][NR], m1[INT_CHUNKS][NR];
 #pragma unroll
             for (int u = 0; u < INT_CHUNKS; u++) {
                 const uint64_t c = c0 + (uint64_t)u * (uint32_t)lanes;
@@ -442,21 +516,23 @@ __device__ __forceinline__ void bg_rows_dot_int(const uint8_t *const rows[NR], u
                     break;
 #pragma unroll
                 for (int r = 0; r < NR; r++)
-                    bg_int32<T>(rows[r], c, w[u][r], &s0[u][r], &s1[u][r], &m[u][r]);
+                    bg_int32<T>(rows[r], c, w[u][r], &s0[u][r], &s1[u][r], &m0[u][r],
+                                &m1[u][r]);
                 bg_chunk_codes(xq[0], n_in, c, a[u], &da[u]);
             }
 #pragma unroll
             for (int u = 0; u < INT_CHUNKS; u++)
                 if (c0 + (uint64_t)u * (uint32_t)lanes < n_chunks)
-                    bg_acc_chunk_int<T, NR, TOK>(acc, 0, w[u], s0[u], s1[u], m[u], a[u], da[u]);
+                    bg_acc_chunk_int<T, NR, TOK>(acc, 0, w[u], s0[u], s1[u], m0[u], m1[u], a[u],
+                                                 da[u]);
         }
     } else {
         for (uint64_t c = threadIdx.x % (uint32_t)lanes; c < n_chunks; c += (uint32_t)lanes) {
             int w[NR][8];
-            float s0[NR], s1[NR], m[NR];
+            float s0[NR], s1[NR], m0[NR], m1[NR];
 #pragma unroll
             for (int r = 0; r < NR; r++)
-                bg_int32<T>(rows[r], c, w[r], &s0[r], &s1[r], &m[r]);
+                bg_int32<T>(rows[r], c, w[r], &s0[r], &s1[r], &m0[r], &m1[r]);
 #pragma unroll
             for (int t = 0; t < TOK; t++) {
                 if (t >= nt)
@@ -464,7 +540,7 @@ __device__ __forceinline__ void bg_rows_dot_int(const uint8_t *const rows[NR], u
                 int a[8];
                 float da;
                 bg_chunk_codes(xq[t], n_in, c, a, &da);
-                bg_acc_chunk_int<T, NR, TOK>(acc, t, w, s0, s1, m, a, da);
+                bg_acc_chunk_int<T, NR, TOK>(acc, t, w, s0, s1, m0, m1, a, da);
             }
         }
     }
@@ -486,17 +562,17 @@ __device__ __forceinline__ void bg_rows_dot_int_coding(const uint8_t *const rows
     // the weights' loads first: their trip to memory overlaps x's and its
     // coding instead of following them
     int w[NR][8] = {}, a[8];
-    float s0[NR] = {}, s1[NR] = {}, m[NR] = {};
+    float s0[NR] = {}, s1[NR] = {}, m0[NR] = {}, m1[NR] = {};
     if (active && valid)
 #pragma unroll
         for (int r = 0; r < NR; r++)
-            bg_int32<T>(rows[r], c, w[r], &s0[r], &s1[r], &m[r]);
+            bg_int32<T>(rows[r], c, w[r], &s0[r], &s1[r], &m0[r], &m1[r]);
     float v[32], da;
     bg_load32(x + c * 32, active, v);
     bg_code_act<bg_act<T>::kind>(v, active, v, &da); // in place: fewer registers
     if (active && valid) {
         bg_pack_codes(v, (uint32_t *)a);
-        bg_acc_chunk_int<T, NR, 1>(acc, 0, w, s0, s1, m, a, da);
+        bg_acc_chunk_int<T, NR, 1>(acc, 0, w, s0, s1, m0, m1, a, da);
     }
     bg_acc_lanes_sum<NR, 1>(acc, 1, lanes);
 }
@@ -562,14 +638,14 @@ __device__ __forceinline__ void bg_mma_chunk(const uint8_t *const (&rows)[NR][2]
 {
     const int q = (int)(threadIdx.x % 4);
     int a[NR][2][2]; // [matrix][half of the chunk][row g, row g + 8]
-    float s0[NR][2], s1[NR][2], m[NR][2];
+    float s0[NR][2], s1[NR][2], m0[NR][2], m1[NR][2];
 #pragma unroll
     for (int r = 0; r < NR; r++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             a[r][0][h] = bg_int_word<T>(rows[r][h], c, q);
             a[r][1][h] = bg_int_word<T>(rows[r][h], c, q + 4);
-            bg_int_scales<T>(rows[r][h], c, &s0[r][h], &s1[r][h], &m[r][h]);
+            bg_int_scales<T>(rows[r][h], c, &s0[r][h], &s1[r][h], &m0[r][h], &m1[r][h]);
         }
 #pragma unroll
     for (int j = 0; j < NG; j++) {
@@ -577,13 +653,20 @@ __device__ __forceinline__ void bg_mma_chunk(const uint8_t *const (&rows)[NR][2]
         const int b0 = (int)bw[q], b1 = (int)bw[q + 4];
         // the codes' sums of tokens 2q and 2q + 1, for the mins: a
         // matrix of ones times the tokens' codes puts each token's sum
-        // in every row, where D's layout gives this lane those two
-        float as[2] = {0.0f, 0.0f};
+        // in every row, where D's layout gives this lane those two; as
+        // bg_acc_chunk_int's, the chunk's (one scale) or its halves'
+        float as[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}}; // [half][token 2q, 2q + 1]
         if constexpr (bg_int_min<T>::on) {
             int sum[4];
             bg_mma_s8(sum, 0x01010101, 0x01010101, b0);
-            bg_mma_s8_add(sum, 0x01010101, 0x01010101, b1);
-            as[0] = (float)sum[0], as[1] = (float)sum[1];
+            if constexpr (bg_int_one_scale<T>::on) {
+                bg_mma_s8_add(sum, 0x01010101, 0x01010101, b1);
+            } else {
+                as[0][0] = (float)sum[0], as[0][1] = (float)sum[1];
+                bg_mma_s8(sum, 0x01010101, 0x01010101, b1);
+            }
+            as[bg_int_one_scale<T>::on ? 0 : 1][0] = (float)sum[0];
+            as[bg_int_one_scale<T>::on ? 0 : 1][1] = (float)sum[1];
         }
         const float da[2] = {((const float *)(xd[j][0] + xn))[c],
                              ((const float *)(xd[j][1] + xn))[c]};
@@ -600,7 +683,8 @@ __device__ __forceinline__ void bg_mma_chunk(const uint8_t *const (&rows)[NR][2]
             for (int e = 0; e < 4; e++) {
                 const int h = e / 2, t = e % 2;
                 acc[r][j][e] += da[t] * bg_chunk_value<T>(i0[e], i1[e], s0[r][h], s1[r][h],
-                                                          m[r][h], as[t]);
+                                                          m0[r][h], m1[r][h], as[0][t],
+                                                          as[1][t]);
             }
         }
     }
