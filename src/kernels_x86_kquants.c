@@ -55,6 +55,28 @@ BG_AVX2 static inline __m128i loadu128(const void *p)
     return _mm_loadu_si128((const __m128i *)p);
 }
 
+/* The single and multi-row dot entries of a format whose rows function
+ * takes (n, w, a, a_stride, na, out): each row count is a constant in its
+ * own inlined copy, so the rows' sums stay in registers. */
+#define BG_DOT_ENTRIES(name, rows)                                                        \
+    BG_AVX2 float bg_dot_##name##_avx2(int64_t n, const void *w, const void *a)            \
+    {                                                                                     \
+        float out;                                                                        \
+        rows(n, w, a, 0, 1, &out);                                                        \
+        return out;                                                                       \
+    }                                                                                     \
+    BG_AVX2 void bg_dot_multi_##name##_avx2(int64_t n, const void *w, const void *a,       \
+                                            size_t a_stride, int na, float *out)           \
+    {                                                                                     \
+        _Static_assert(BG_DOT_MULTI == 4, "one case per row count");                      \
+        switch (na) {                                                                     \
+        case 4: rows(n, w, a, a_stride, 4, out); break;                                   \
+        case 3: rows(n, w, a, a_stride, 3, out); break;                                   \
+        case 2: rows(n, w, a, a_stride, 2, out); break;                                   \
+        default: rows(n, w, a, a_stride, 1, out); break;                                  \
+        }                                                                                 \
+    }
+
 /* sc holds eight s16 scales, the same in both 128-bit lanes; ctl is a
  * pshufb control whose byte pairs (2k, 2k+1) pick scale k for a lane. The
  * result is that lane's scale in all of its eight s16 slots. Using pshufb
@@ -292,24 +314,7 @@ q2_dot_rows(int64_t n, const bg_block_q2_K *x, const uint8_t *a, size_t a_stride
         out[t] = kq_hsum(acc[t]);
 }
 
-BG_AVX2 float bg_dot_q2_K_avx2(int64_t n, const void *w, const void *a)
-{
-    float out;
-    q2_dot_rows(n, w, a, 0, 1, &out);
-    return out;
-}
-
-BG_AVX2 void bg_dot_multi_q2_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride,
-                                    int na, float *out)
-{
-    _Static_assert(BG_DOT_MULTI == 4, "one case per row count");
-    switch (na) {
-    case 4: q2_dot_rows(n, w, a, a_stride, 4, out); break;
-    case 3: q2_dot_rows(n, w, a, a_stride, 3, out); break;
-    case 2: q2_dot_rows(n, w, a, a_stride, 2, out); break;
-    default: q2_dot_rows(n, w, a, a_stride, 1, out); break;
-    }
-}
+BG_DOT_ENTRIES(q2_K, q2_dot_rows)
 
 /* Q3_K's sixteen 6-bit scales - 32 (layout in quant.c) as s16: the eight
  * of chunk c in both lanes of sc[c]. The 12 bytes as three words: groups
@@ -391,24 +396,7 @@ q3_dot_rows(int64_t n, const bg_block_q3_K *x, const uint8_t *a, size_t a_stride
         out[t] = kq_hsum(acc[t]);
 }
 
-BG_AVX2 float bg_dot_q3_K_avx2(int64_t n, const void *w, const void *a)
-{
-    float out;
-    q3_dot_rows(n, w, a, 0, 1, &out);
-    return out;
-}
-
-BG_AVX2 void bg_dot_multi_q3_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride,
-                                    int na, float *out)
-{
-    _Static_assert(BG_DOT_MULTI == 4, "one case per row count");
-    switch (na) {
-    case 4: q3_dot_rows(n, w, a, a_stride, 4, out); break;
-    case 3: q3_dot_rows(n, w, a, a_stride, 3, out); break;
-    case 2: q3_dot_rows(n, w, a, a_stride, 2, out); break;
-    default: q3_dot_rows(n, w, a, a_stride, 1, out); break;
-    }
-}
+BG_DOT_ENTRIES(q3_K, q3_dot_rows)
 
 /* ------------------------------------------------------------------------
  * Q6_K
@@ -482,24 +470,7 @@ q6_dot_rows(int64_t n, const bg_block_q6_K *x, const uint8_t *a, size_t a_stride
         out[t] = kq_hsum(acc[t]);
 }
 
-BG_AVX2 float bg_dot_q6_K_avx2(int64_t n, const void *w, const void *a)
-{
-    float out;
-    q6_dot_rows(n, w, a, 0, 1, &out);
-    return out;
-}
-
-BG_AVX2 void bg_dot_multi_q6_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride,
-                                    int na, float *out)
-{
-    _Static_assert(BG_DOT_MULTI == 4, "one case per row count");
-    switch (na) {
-    case 4: q6_dot_rows(n, w, a, a_stride, 4, out); break;
-    case 3: q6_dot_rows(n, w, a, a_stride, 3, out); break;
-    case 2: q6_dot_rows(n, w, a, a_stride, 2, out); break;
-    default: q6_dot_rows(n, w, a, a_stride, 1, out); break;
-    }
-}
+BG_DOT_ENTRIES(q6_K, q6_dot_rows)
 
 /* ------------------------------------------------------------------------
  * IQ4_XS
@@ -554,24 +525,7 @@ iq4_xs_rows(int64_t n, const void *w, const uint8_t *a, size_t a_stride, int na,
         out[t] = kq_hsum(acc[t]);
 }
 
-BG_AVX2 float bg_dot_iq4_xs_avx2(int64_t n, const void *w, const void *a)
-{
-    float out;
-    iq4_xs_rows(n, w, a, 0, 1, &out);
-    return out;
-}
-
-BG_AVX2 void bg_dot_multi_iq4_xs_avx2(int64_t n, const void *w, const void *a, size_t a_stride,
-                                      int na, float *out)
-{
-    _Static_assert(BG_DOT_MULTI == 4, "one case per row count");
-    switch (na) {
-    case 4: iq4_xs_rows(n, w, a, a_stride, 4, out); break;
-    case 3: iq4_xs_rows(n, w, a, a_stride, 3, out); break;
-    case 2: iq4_xs_rows(n, w, a, a_stride, 2, out); break;
-    default: iq4_xs_rows(n, w, a, a_stride, 1, out); break;
-    }
-}
+BG_DOT_ENTRIES(iq4_xs, iq4_xs_rows)
 
 /* ------------------------------------------------------------------------
  * Q8_K activations

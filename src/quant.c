@@ -795,11 +795,8 @@ static void quantize_q5_K(const float *src, void *dst, int64_t n)
     }
 }
 
-/* Signed codes l in -nmax..nmax-1 for x ~ scale * l, weighted by x^2
- * (ggml's make_qx_quants, rmse_type 1): the scale that maps the extreme
- * value to -nmax, and 18 perturbations of it, each refined by weighted
- * least squares; keeps the best. Returns the scale, codes + nmax in L. */
-static float fit_signed_scale(int n, int nmax, const float *x, int8_t *L)
+/* The value of largest magnitude, the first of equals (0 for none). */
+static float signed_extreme(int n, const float *x)
 {
     float max = 0, amax = 0;
     for (int i = 0; i < n; i++) {
@@ -808,7 +805,17 @@ static float fit_signed_scale(int n, int nmax, const float *x, int8_t *L)
             max = x[i];
         }
     }
-    if (amax < GROUP_EPS) {
+    return max;
+}
+
+/* Signed codes l in -nmax..nmax-1 for x ~ scale * l, weighted by x^2
+ * (ggml's make_qx_quants, rmse_type 1): the scale that maps the extreme
+ * value to -nmax, and 18 perturbations of it, each refined by weighted
+ * least squares; keeps the best. Returns the scale, codes + nmax in L. */
+static float fit_signed_scale(int n, int nmax, const float *x, int8_t *L)
+{
+    const float max = signed_extreme(n, x);
+    if (fabsf(max) < GROUP_EPS) {
         memset(L, 0, (size_t)n);
         return 0.0f;
     }
@@ -949,14 +956,8 @@ static void quantize_q2_K(const float *src, void *dst, int64_t n)
  * group). */
 static float fit_signed_codes(int n, int nmax, const float *x, int8_t *L)
 {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; i++) {
-        if (fabsf(x[i]) > amax) {
-            amax = fabsf(x[i]);
-            max = x[i];
-        }
-    }
-    if (amax < GROUP_EPS) {
+    const float max = signed_extreme(n, x);
+    if (fabsf(max) < GROUP_EPS) {
         memset(L, 0, (size_t)n);
         return 0.0f;
     }
