@@ -861,15 +861,10 @@ static void quantize_q6_K(const float *src, void *dst, int64_t n)
     for (int64_t b = 0; b < n / BG_QK_K; b++, src += BG_QK_K) {
         int8_t L[BG_QK_K];
         float scale[16];
-        float max_scale = 0, max_abs_scale = 0;
-        for (int g = 0; g < 16; g++) {
+        for (int g = 0; g < 16; g++)
             scale[g] = fit_signed_scale(16, 32, src + 16 * g, L + 16 * g);
-            if (fabsf(scale[g]) > max_abs_scale) {
-                max_abs_scale = fabsf(scale[g]);
-                max_scale = scale[g];
-            }
-        }
-        if (max_abs_scale < GROUP_EPS) {
+        const float max_scale = signed_extreme(16, scale);
+        if (fabsf(max_scale) < GROUP_EPS) {
             memset(&y[b], 0, sizeof y[b]);
             continue;
         }
@@ -1007,14 +1002,9 @@ static void quantize_q3_K(const float *src, void *dst, int64_t n)
     for (int64_t b = 0; b < n / BG_QK_K; b++, src += BG_QK_K) {
         int8_t L[BG_QK_K];
         float scale[16];
-        float max_scale = 0, max_abs_scale = 0;
-        for (int g = 0; g < 16; g++) {
+        for (int g = 0; g < 16; g++)
             scale[g] = fit_signed_codes(16, 4, src + 16 * g, L + 16 * g);
-            if (fabsf(scale[g]) > max_abs_scale) {
-                max_abs_scale = fabsf(scale[g]);
-                max_scale = scale[g];
-            }
-        }
+        const float max_scale = signed_extreme(16, scale);
 
         uint8_t ls[16] = {0};
         if (max_scale != 0) {
