@@ -47,8 +47,11 @@ m=$(curl -s "$URL/metrics")
 printf '%s' "$m" | grep -q '^brigade_requests_processing 0' && printf '%s' "$m" | grep -q '^brigade_requests_deferred 0' \
     && ok || bad "slots busy after the soak: $m"
 printf '%s\n' "$m" | grep -E '^brigade_(requests_total|tokens_predicted_total|decode_steps_total) '
-body=$(curl -s "$URL/v1/completions" -d '{"prompt":"After","max_tokens":3}')
-printf '%s' "$body" | grep -q '"completion_tokens":3' && ok || bad "answer after the soak: $body"
+# A fixed seed, and the end of text counts too: the random model may sample it.
+body=$(curl -s "$URL/v1/completions" -d '{"prompt":"After","max_tokens":3,"seed":7}')
+printf '%s' "$body" | grep -Eq '"completion_tokens":[1-3]' &&
+    printf '%s' "$body" | grep -Eq '"finish_reason":"(length|stop)"' && ok ||
+    bad "answer after the soak: $body"
 kill -TERM "$PID"
 wait "$PID"
 rc=$?
