@@ -87,20 +87,21 @@ static void unpack_nibbles(const uint8_t *qs, int half, uint8_t *codes)
     }
 }
 
-/* The bits of codes above the low nibble, `width` bits each, for the
- * K-formats' layout: element e goes to field e / 32 of byte qh[e % 32]. */
-static void pack_high_bits(const uint8_t *codes, int count, int width, uint8_t *qh)
+/* The bits of codes above their `low` bits (the nibble of Q5_K/Q6_K, the
+ * two bits of Q3_K), `width` bits each, for the K-formats' layout: element
+ * e goes to field e / 32 of byte qh[e % 32]. */
+static void pack_high_bits(const uint8_t *codes, int count, int low, int width, uint8_t *qh)
 {
     memset(qh, 0, 32);
     for (int e = 0; e < count; e++)
-        qh[e % 32] |= (uint8_t)((codes[e] >> 4) << (width * (e / 32)));
+        qh[e % 32] |= (uint8_t)((codes[e] >> low) << (width * (e / 32)));
 }
 
-static void unpack_high_bits(const uint8_t *qh, int count, int width, uint8_t *codes)
+static void unpack_high_bits(const uint8_t *qh, int count, int low, int width, uint8_t *codes)
 {
     const int mask = (1 << width) - 1;
     for (int e = 0; e < count; e++)
-        codes[e] |= (uint8_t)(((qh[e % 32] >> (width * (e / 32))) & mask) << 4);
+        codes[e] |= (uint8_t)(((qh[e % 32] >> (width * (e / 32))) & mask) << low);
 }
 
 static int32_t dot_i8(const int8_t *a, const int8_t *b, int n)
@@ -498,7 +499,8 @@ static void unpack_k_scales(const uint8_t *in, int *sc, int *mn)
 }
 
 /* The low two bits of the codes of Q2_K/Q3_K: in each 128-element chunk,
- * byte l of its 32 bytes holds element 32k + l in bits 2k..2k+1. */
+ * byte l of its 32 bytes holds element 32k + l in bits 2k..2k+1 (the bits
+ * above go elsewhere: pack_high_bits). */
 static void unpack_crumbs(const uint8_t *qs, uint8_t *codes)
 {
     for (int c = 0; c < BG_QK_K / 128; c++)
@@ -512,7 +514,8 @@ static void pack_crumbs(const uint8_t *codes, uint8_t *qs)
     for (int c = 0; c < BG_QK_K / 128; c++)
         for (int l = 0; l < 32; l++) {
             const uint8_t *q = codes + 128 * c + l;
-            qs[32 * c + l] = (uint8_t)(q[0] | q[32] << 2 | q[64] << 4 | q[96] << 6);
+            qs[32 * c + l] =
+                (uint8_t)((q[0] & 3) | (q[32] & 3) << 2 | (q[64] & 3) << 4 | (q[96] & 3) << 6);
         }
 }
 
@@ -563,10 +566,9 @@ static void decode_q3_K(const void *blk, sb_decoded *out)
         out->scale[g] = q3_scale(x->scales, g);
     uint8_t codes[BG_QK_K];
     unpack_crumbs(x->qs, codes);
-    for (int e = 0; e < BG_QK_K; e++) {
-        const int high = (x->hmask[e % 32] >> (e / 32)) & 1;
-        out->v[e] = (int8_t)(codes[e] + 4 * high - 4);
-    }
+    unpack_high_bits(x->hmask, BG_QK_K, 2, 1, codes);
+    for (int e = 0; e < BG_QK_K; e++)
+        out->v[e] = (int8_t)(codes[e] - 4);
 }
 
 static void decode_k_header(const uint8_t *d, const uint8_t *dmin, const uint8_t *scales,
@@ -597,7 +599,7 @@ static void decode_q5_K(const void *blk, sb_decoded *out)
     uint8_t codes[BG_QK_K];
     for (int c = 0; c < BG_QK_K / 64; c++)
         unpack_nibbles(x->qs + 32 * c, 32, codes + 64 * c);
-    unpack_high_bits(x->qh, BG_QK_K, 1, codes);
+    unpack_high_bits(x->qh, BG_QK_K, 4, 1, codes);
     for (int e = 0; e < BG_QK_K; e++)
         out->v[e] = (int8_t)codes[e];
 }
@@ -612,7 +614,7 @@ static void decode_q6_K(const void *blk, sb_decoded *out)
     uint8_t codes[BG_QK_K];
     for (int c = 0; c < BG_QK_K / 128; c++) {
         unpack_nibbles(x->ql + 64 * c, 64, codes + 128 * c);
-        unpack_high_bits(x->qh + 32 * c, 128, 2, codes + 128 * c);
+        unpack_high_bits(x->qh + 32 * c, 128, 4, 2, codes + 128 * c);
     }
     for (int g = 0; g < BG_QK_K / 16; g++)
         out->scale[g] = x->scales[g];
@@ -723,6 +725,25 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, floa
     return scale;
 }
 
+/* A group's codes again from its scale as stored (dg, and mg for a min):
+ * L = x / dg rounded into 0..nmax (affine: (x + mg) / dg), or -nmax..nmax-1
+ * stored + nmax (signed). A zero scale keeps the fitted codes. */
+static void requantize_affine(const float *x, int n, float dg, float mg, int nmax, uint8_t *L)
+{
+    if (dg == 0.0f)
+        return;
+    for (int j = 0; j < n; j++)
+        L[j] = (uint8_t)clamp_int(round_nearest((x[j] + mg) / dg), 0, nmax);
+}
+
+static void requantize_signed(const float *x, int n, float dg, int nmax, int8_t *L)
+{
+    if (dg == 0.0f)
+        return;
+    for (int j = 0; j < n; j++)
+        L[j] = (int8_t)(clamp_int(round_nearest(x[j] / dg), -nmax, nmax - 1) + nmax);
+}
+
 /* Q4_K and Q5_K: fit each group of 32, quantize the group scales and mins
  * to 6 bits against the largest of each, then requantize the values with
  * the scales as stored. Leaves the codes (0..nmax) in L. */
@@ -762,14 +783,8 @@ static void quantize_k_affine(const float *x, int nmax, float rmin, int nstep, u
     *dmin = bg_f32_to_f16(max_min / 63.f);
 
     const float df = bg_f16_to_f32(*d), dminf = bg_f16_to_f32(*dmin);
-    for (int g = 0; g < 8; g++) {
-        const float dg = df * ls[g];
-        if (dg == 0.0f)
-            continue; /* keep the fitted codes */
-        const float mg = dminf * lm[g];
-        for (int j = 0; j < 32; j++)
-            L[32 * g + j] = (uint8_t)clamp_int(round_nearest((x[32 * g + j] + mg) / dg), 0, nmax);
-    }
+    for (int g = 0; g < 8; g++)
+        requantize_affine(x + 32 * g, 32, df * ls[g], dminf * lm[g], nmax, L + 32 * g);
 }
 
 static void quantize_q4_K(const float *src, void *dst, int64_t n)
@@ -791,7 +806,7 @@ static void quantize_q5_K(const float *src, void *dst, int64_t n)
         quantize_k_affine(src, 31, -0.5f, 15, &y[b].d, &y[b].dmin, y[b].scales, L);
         for (int c = 0; c < BG_QK_K / 64; c++)
             pack_nibbles(L + 64 * c, 32, y[b].qs + 32 * c);
-        pack_high_bits(L, BG_QK_K, 1, y[b].qh);
+        pack_high_bits(L, BG_QK_K, 4, 1, y[b].qh);
     }
 }
 
@@ -876,20 +891,13 @@ static void quantize_q6_K(const float *src, void *dst, int64_t n)
             y[b].scales[g] = (int8_t)min_int(127, round_nearest(iscale * scale[g]));
 
         const float df = bg_f16_to_f32(y[b].d);
-        for (int g = 0; g < 16; g++) {
-            const float dg = df * y[b].scales[g];
-            if (dg == 0.0f)
-                continue; /* keep the fitted codes */
-            for (int j = 0; j < 16; j++) {
-                const int l = clamp_int(round_nearest(src[16 * g + j] / dg), -32, 31);
-                L[16 * g + j] = (int8_t)(l + 32);
-            }
-        }
+        for (int g = 0; g < 16; g++)
+            requantize_signed(src + 16 * g, 16, df * y[b].scales[g], 32, L + 16 * g);
 
         const uint8_t *codes = (const uint8_t *)L;
         for (int c = 0; c < BG_QK_K / 128; c++) {
             pack_nibbles(codes + 128 * c, 64, y[b].ql + 64 * c);
-            pack_high_bits(codes + 128 * c, 128, 2, y[b].qh + 32 * c);
+            pack_high_bits(codes + 128 * c, 128, 4, 2, y[b].qh + 32 * c);
         }
     }
 }
@@ -930,15 +938,9 @@ static void quantize_q2_K(const float *src, void *dst, int64_t n)
         y[b].dmin = bg_f32_to_f16(max_min > 0 ? max_min / 15.f : 0.f);
 
         const float df = bg_f16_to_f32(y[b].d), dminf = bg_f16_to_f32(y[b].dmin);
-        for (int g = 0; g < 16; g++) {
-            const float dg = df * (float)(y[b].scales[g] & 0xF);
-            if (dg == 0.0f)
-                continue; /* keep the fitted codes */
-            const float mg = dminf * (float)(y[b].scales[g] >> 4);
-            for (int j = 0; j < 16; j++)
-                L[16 * g + j] =
-                    (uint8_t)clamp_int(round_nearest((src[16 * g + j] + mg) / dg), 0, 3);
-        }
+        for (int g = 0; g < 16; g++)
+            requantize_affine(src + 16 * g, 16, df * (float)(y[b].scales[g] & 0xF),
+                              dminf * (float)(y[b].scales[g] >> 4), 3, L + 16 * g);
         pack_crumbs(L, y[b].qs);
     }
 }
@@ -1018,23 +1020,13 @@ static void quantize_q3_K(const float *src, void *dst, int64_t n)
         pack_q3_scales(ls, y[b].scales);
 
         const float df = bg_f16_to_f32(y[b].d);
-        for (int g = 0; g < 16; g++) {
-            const float dg = df * (float)q3_scale(y[b].scales, g);
-            if (dg == 0.0f)
-                continue; /* keep the fitted codes */
-            for (int j = 0; j < 16; j++)
-                L[16 * g + j] =
-                    (int8_t)(clamp_int(round_nearest(src[16 * g + j] / dg), -4, 3) + 4);
-        }
+        for (int g = 0; g < 16; g++)
+            requantize_signed(src + 16 * g, 16, df * (float)q3_scale(y[b].scales, g), 4,
+                              L + 16 * g);
 
-        uint8_t low[BG_QK_K];
-        memset(y[b].hmask, 0, sizeof y[b].hmask);
-        for (int e = 0; e < BG_QK_K; e++) {
-            if (L[e] > 3)
-                y[b].hmask[e % 32] |= (uint8_t)(1 << (e / 32));
-            low[e] = (uint8_t)(L[e] & 3);
-        }
-        pack_crumbs(low, y[b].qs);
+        const uint8_t *codes = (const uint8_t *)L;
+        pack_crumbs(codes, y[b].qs);
+        pack_high_bits(codes, BG_QK_K, 2, 1, y[b].hmask);
     }
 }
 
