@@ -50,6 +50,22 @@ static double pass(bg_dot_fn fn, int64_t n, const uint8_t *w, size_t row_bytes, 
     return t;
 }
 
+/* The same through the rows dot, BG_DOT_ROWS rows a call. */
+static double pass_rows(bg_dot_rows_fn fn, int64_t n, const uint8_t *w, size_t row_bytes,
+                        int rows, const void *a)
+{
+    float s = 0, out[BG_DOT_ROWS];
+    double t0 = now();
+    for (int r = 0; r < rows; r += BG_DOT_ROWS) {
+        const int nr = rows - r < BG_DOT_ROWS ? rows - r : BG_DOT_ROWS;
+        fn(n, w + (size_t)r * row_bytes, row_bytes, nr, a, out);
+        s += out[0];
+    }
+    double t = now() - t0;
+    sink = s;
+    return t;
+}
+
 static void bench_type(bg_type type, int64_t n, int rows, int reps)
 {
     const bg_quant_ops *ops = bg_quant_ops_get(type);
@@ -94,6 +110,13 @@ static void bench_type(bg_type type, int64_t n, int rows, int reps)
             if (t < best[k])
                 best[k] = t;
         }
+    /* the rows dot, where the type has one, as one more variant */
+    const bg_dot_rows_fn rows_fn = bg_kernel_dot_rows(type);
+    double best_rows = 1e30;
+    for (int rep = 0; rows_fn && rep < reps; rep++) {
+        double t = pass_rows(rows_fn, n, w, wrow, rows, a) / rows;
+        best_rows = t < best_rows ? t : best_rows;
+    }
     for (size_t k = 0; k < nv; k++) {
         double per256 = best[k] / (double)n * 256 * 1e9;
         printf("| %s | %s | %.1f | %.2f | %s", wi->name, v[k].name, per256,
@@ -101,6 +124,10 @@ static void bench_type(bg_type type, int64_t n, int rows, int reps)
         if (k)
             printf("%.2fx |\n", best[k - 1] / best[k]);
     }
+    if (rows_fn)
+        printf("| %s | rows of %d | %.1f | %.2f | %.2fx |\n", wi->name, BG_DOT_ROWS,
+               best_rows / (double)n * 256 * 1e9, (double)wrow / best_rows / 1e9,
+               best[nv - 1] / best_rows);
     free(x), free(w), free(a);
 }
 

@@ -116,7 +116,7 @@ int main(int argc, char **argv)
         if (runs[r].gpu && !gpu)
             continue;
         int n_vocab = 0;
-        float *logits = oracle_logits_of(argv[1], tokens, n, runs[r].batched ? n : 1,
+        float *logits = oracle_logits_of(argv[1], tokens, n, runs[r].batched ? n : 1, false,
                                          runs[r].gpu ? 999 : 0, k, v, threads, &n_vocab);
         if (!logits) {
             fprintf(stderr, "oracle_logits: llama.cpp could not evaluate %s (%s; a token outside "

@@ -57,7 +57,7 @@ static void make_tokens(int32_t *tokens)
 
 static float *llama_tokenwise(const char *path, const int32_t *tokens, int *n_vocab)
 {
-    return oracle_logits_of(path, tokens, N_TOKENS, 1, 0, GGML_TYPE_F16, GGML_TYPE_F16, 2, n_vocab);
+    return oracle_logits_of(path, tokens, N_TOKENS, 1, false, 0, GGML_TYPE_F16, GGML_TYPE_F16, 2, n_vocab);
 }
 
 static float *brigade_tokenwise(const char *path, const int32_t *tokens, int n_vocab)

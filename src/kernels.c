@@ -209,6 +209,7 @@ static void attn_accumulate_f32_rows_each(int64_t d, float *acc, int nh, const f
 
 static bg_dot_fn chosen[BG_TYPE_COUNT];
 static bg_dot_multi_fn chosen_multi[BG_TYPE_COUNT];
+static bg_dot_rows_fn chosen_rows[BG_TYPE_COUNT];
 static bg_quantize_fn chosen_quantize[BG_TYPE_COUNT];
 static const bg_gemm_kernel *chosen_gemm[BG_TYPE_COUNT];
 static struct {
@@ -287,6 +288,8 @@ static void choose_all(void)
         for (size_t i = 0; i < sizeof avx2_multi / sizeof *avx2_multi; i++)
             if (chosen[avx2_multi[i].type] == avx2_multi[i].single)
                 chosen_multi[avx2_multi[i].type] = avx2_multi[i].multi;
+        chosen_rows[BG_TYPE_Q4_0] = bg_dot_rows_q4_0_avx2;
+        chosen_rows[BG_TYPE_IQ4_NL] = bg_dot_rows_iq4_nl_avx2;
         vec.mad_f16 = bg_vec_mad_f16_avx2;
         vec.scale_f16 = bg_vec_scale_f16_avx2;
         vec.f16_to_f32 = bg_vec_f16_to_f32_avx2;
@@ -306,6 +309,14 @@ bg_dot_multi_fn bg_kernel_dot_multi(bg_type type)
         return NULL;
     pthread_once(&chosen_once, choose_all);
     return chosen_multi[type];
+}
+
+bg_dot_rows_fn bg_kernel_dot_rows(bg_type type)
+{
+    if ((unsigned)type >= BG_TYPE_COUNT)
+        return NULL;
+    pthread_once(&chosen_once, choose_all);
+    return chosen_rows[type];
 }
 
 bg_quantize_fn bg_kernel_quantize_activations(bg_type type)

@@ -33,6 +33,22 @@ bg_dot_fn bg_kernel_dot(bg_type type);
  * otherwise (use bg_kernel_dot row by row). */
 bg_dot_multi_fn bg_kernel_dot_multi(bg_type type);
 
+/* Dots of nr <= BG_DOT_ROWS weight rows (row r at w + r * w_stride) with
+ * one activation row, into out[r], for Q4_0 and IQ4_NL: decode's products.
+ * Each row's blocks go in order into one float, acc = fma(isum, d_w * d_a,
+ * acc) with isum the block's exact integer dot: the order of llama.cpp's
+ * repacked matrix-vector product, which is what it runs for these types on
+ * AVX2 processors (tests/oracle_kernels.c), not its vec_dot's. The rows
+ * share one vector of float steps, which a single dot spends half its time
+ * on. A row's result does not depend on nr or on the rows beside it. */
+#define BG_DOT_ROWS 8
+typedef void (*bg_dot_rows_fn)(int64_t n, const void *w, size_t w_stride, int nr, const void *a,
+                               float *out);
+
+/* The rows dot for `type` where this processor has one; NULL otherwise
+ * (use bg_kernel_dot). */
+bg_dot_rows_fn bg_kernel_dot_rows(bg_type type);
+
 /* Tiled products for micro-batches (prefill): BG_GEMM_ROWS weight rows at a
  * time against activation rows packed once per product. Their integer sums
  * are exact like the dots', but the float steps are ordered differently, so
@@ -159,6 +175,10 @@ void bg_attn_accumulate_f32_avx2(int64_t d, float *acc, int nh, const uint16_t *
                                  size_t v_stride, int nt, const float *p);
 void bg_attn_accumulate_f32_rows_avx2(int64_t d, float *acc, int nh, const float *v, int nt,
                                       const float *ms, const float *vs, const uint8_t *rescale);
+void bg_dot_rows_q4_0_avx2(int64_t n, const void *w, size_t w_stride, int nr, const void *a,
+                           float *out);
+void bg_dot_rows_iq4_nl_avx2(int64_t n, const void *w, size_t w_stride, int nr, const void *a,
+                             float *out);
 void bg_dot_multi_q8_0_avx2(int64_t n, const void *w, const void *a, size_t a_stride, int na,
                             float *out);
 void bg_dot_multi_q2_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride, int na,

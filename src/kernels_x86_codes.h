@@ -25,8 +25,11 @@ static const int8_t bg_iq4_codebook[16] = {
  * j, its high nibble to lane j + 16 (the Q4/Q5/IQ4_NL element order). */
 BG_CODES static inline __m256i bg_unpack_nibbles(const uint8_t *qs)
 {
-    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)qs);
-    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(v, 4), v);
+    /* the 16 bytes in both halves (one broadcasting load), the upper half's
+     * shifted down a nibble */
+    const __m256i v =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)qs));
+    const __m256i both = _mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4));
     return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
 }
 

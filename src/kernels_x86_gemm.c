@@ -356,6 +356,21 @@ BG_AVX2 static inline void store_tile(const float *acc, int nt, int m0, float *y
     }
 }
 
+/* The inverse of store_tile: acc[16 m + t] = y's output m0 + m of
+ * activation row t, for t < nt (0 beyond). */
+BG_AVX2 static inline void load_tile(float *acc, int nt, int m0, const float *y, size_t y_stride)
+{
+    for (int t0 = 0; t0 < 16; t0 += 4) {
+        __m128 c[4];
+        for (int k = 0; k < 4; k++)
+            c[k] = t0 + k < nt ? _mm_loadu_ps(y + (size_t)(t0 + k) * y_stride + m0)
+                               : _mm_setzero_ps();
+        _MM_TRANSPOSE4_PS(c[0], c[1], c[2], c[3]);
+        for (int m = 0; m < 4; m++)
+            _mm_storeu_ps(acc + 16 * m + t0, c[m]);
+    }
+}
+
 /* Weight rows m0 .. m0 + 3 of the unpacked chunk (nc super-blocks) against
  * activation rows t0 .. (nt of them) of a (the chunk's first record of that
  * block of 16): into y, added to it when add. */
@@ -651,14 +666,20 @@ signed_group(const wsigned *const w[4], const void *a, int halves, bool iq4, flo
 
 /* Weight rows m0 .. m0 + 3 of the unpacked chunk (nc groups) against
  * activation rows t0 .. (nt of them) of the chunk's first record a (of
- * record_bytes each): into y, added to it when add. */
+ * record_bytes each): into y, carrying on from its sums when add. A block
+ * at a time, each sum is one chain, acc = fma(d_w * d_a, isum, acc), from
+ * the row's first block to its last: the rows dots' order (kernels.h), so
+ * Q4_0's and IQ4_NL's tiles give their bits (tests/test_kernels.c). */
 BG_AVX2 static inline __attribute__((always_inline)) void
 signed_tile(const wsigned (*unpacked)[16], int nc, int m0, const uint8_t *a, size_t record_bytes,
             int nt, bool iq4, float *y, size_t y_stride, bool add)
 {
     float acc[4 * 16];
-    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) _mm256_storeu_ps(acc + 8 * i,
-                                                                         _mm256_setzero_ps());
+    if (add)
+        load_tile(acc, nt, m0, y, y_stride);
+    else
+        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) _mm256_storeu_ps(
+            acc + 8 * i, _mm256_setzero_ps());
     for (int s = 0; s < nc; s++) {
         const wsigned *w[4] = {&unpacked[s][m0], &unpacked[s][m0 + 1], &unpacked[s][m0 + 2],
                                &unpacked[s][m0 + 3]};
@@ -667,7 +688,7 @@ signed_tile(const wsigned (*unpacked)[16], int nc, int m0, const uint8_t *a, siz
         else
             signed_group(w, a + s * record_bytes, 1, iq4, acc);
     }
-    store_tile(acc, nt, m0, y, y_stride, add);
+    store_tile(acc, nt, m0, y, y_stride, false);
 }
 
 BG_AVX2 static inline __attribute__((always_inline)) void

@@ -23,15 +23,21 @@
 #define BG_DOT_PREFETCH 4096
 #endif
 
-/* Asks for the lines that start in [p + D, p + D + bytes), D =
- * BG_DOT_PREFETCH. Integer addresses: the span may lie past the object.
- * Always inlined: GCC otherwise finds the function free of side effects and
- * drops the call. */
-static inline __attribute__((always_inline)) void bg_prefetch_ahead(const void *p, size_t bytes)
+/* Asks for the lines that start in [p + skip, p + skip + bytes). Integer
+ * addresses: the span may lie past the object. Always inlined: GCC
+ * otherwise finds the function free of side effects and drops the call. */
+static inline __attribute__((always_inline)) void bg_prefetch_span(const void *p, size_t skip,
+                                                                   size_t bytes)
 {
-    const uintptr_t from = (uintptr_t)p + BG_DOT_PREFETCH;
+    const uintptr_t from = (uintptr_t)p + skip;
     for (uintptr_t line = (from + 63) & ~(uintptr_t)63; line < from + bytes; line += 64)
         _mm_prefetch((const char *)line, _MM_HINT_T0);
+}
+
+/* The same BG_DOT_PREFETCH bytes on: [p + D, p + D + bytes). */
+static inline __attribute__((always_inline)) void bg_prefetch_ahead(const void *p, size_t bytes)
+{
+    bg_prefetch_span(p, BG_DOT_PREFETCH, bytes);
 }
 
 #endif

@@ -37,14 +37,15 @@ static void task_rows(int64_t task_index, uint64_t tasks_per_matrix, uint64_t ro
 }
 
 /* Splits each of count matrices' n_out rows into at most `tasks` runs
- * (*rows_per_task rows, *tasks_per_matrix runs a matrix; fn's task i is
- * run i % tasks_per_matrix of matrix i / tasks_per_matrix) and runs them
- * all, on the pool when there is more than one. */
-static void run_row_tasks(bg_pool *pool, uint64_t n_out, uint64_t tasks, int count,
-                          uint64_t *rows_per_task, uint64_t *tasks_per_matrix, bg_pool_fn fn,
-                          void *job)
+ * (*rows_per_task rows, a multiple of `granule`, *tasks_per_matrix runs a
+ * matrix; fn's task i is run i % tasks_per_matrix of matrix i /
+ * tasks_per_matrix) and runs them all, on the pool when there is more
+ * than one. */
+static void run_row_tasks(bg_pool *pool, uint64_t n_out, uint64_t tasks, uint64_t granule,
+                          int count, uint64_t *rows_per_task, uint64_t *tasks_per_matrix,
+                          bg_pool_fn fn, void *job)
 {
-    *rows_per_task = (n_out + tasks - 1) / tasks;
+    *rows_per_task = ((n_out + tasks - 1) / tasks + granule - 1) / granule * granule;
     *tasks_per_matrix = (n_out + *rows_per_task - 1) / *rows_per_task;
     const int64_t all = (int64_t)(*tasks_per_matrix * (uint64_t)count);
     if (pool && all > 1)
@@ -60,12 +61,24 @@ typedef struct matmul_job {
     float *ys[2];
     bg_dot_fn dot;
     bg_dot_multi_fn multi; /* NULL: one dot at a time */
+    bg_dot_rows_fn rows;   /* not NULL: it takes every product, row by row */
     const uint8_t *xq;
     size_t xq_row; /* bytes of one converted activation row */
     size_t y_stride;
     uint32_t n;
     uint64_t rows_per_task, tasks_per_matrix;
 } matmul_job;
+
+/* y[r] for the rows [r0, r1) of w against the converted row a, through
+ * the rows dot. */
+static void dot_rows(bg_dot_rows_fn rows, const bg_matrix *w, uint64_t r0, uint64_t r1,
+                     const uint8_t *a, float *y)
+{
+    for (uint64_t r = r0; r < r1; r += BG_DOT_ROWS) {
+        const int nr = r1 - r < BG_DOT_ROWS ? (int)(r1 - r) : BG_DOT_ROWS;
+        rows((int64_t)w->n_in, w->data + r * w->row_bytes, (size_t)w->row_bytes, nr, a, y + r);
+    }
+}
 
 static void matmul_task(void *ctx, int64_t task_index, unsigned worker)
 {
@@ -77,6 +90,11 @@ static void matmul_task(void *ctx, int64_t task_index, unsigned worker)
     uint64_t r0, r1;
     task_rows(task_index, j->tasks_per_matrix, j->rows_per_task, w->n_out, &r0, &r1);
     const int64_t n_in = (int64_t)w->n_in;
+    if (j->rows) {
+        for (uint32_t k = 0; k < j->n; k++)
+            dot_rows(j->rows, w, r0, r1, j->xq + k * j->xq_row, y + k * j->y_stride);
+        return;
+    }
     /* Groups of activation rows outside, weight rows inside: a group's
      * activations stay in L1 while the task's weight rows stream through. */
     uint32_t i = 0;
@@ -223,6 +241,7 @@ static void matmul_n(bg_pool *pool, const bg_matrix *const *ws, float *const *ys
                     {ys[0], count > 1 ? ys[1] : ys[0]},
                     bg_kernel_dot((bg_type)w->type),
                     bg_kernel_dot_multi((bg_type)w->type),
+                    bg_kernel_dot_rows((bg_type)w->type),
                     xq,
                     (size_t)xq_row,
                     y_stride,
@@ -232,11 +251,13 @@ static void matmul_n(bg_pool *pool, const bg_matrix *const *ws, float *const *ys
     unsigned n_threads = pool ? bg_pool_threads(pool) : 1;
     /* Several tasks a thread balance uneven progress. Small products stay on
      * the calling thread: waking the pool costs more than they do. Each
-     * output is one dot either way, so results do not depend on it. */
+     * output is one dot (or one lane of a rows dot, which does not depend
+     * on the rows beside it) either way, so results do not depend on it. */
     const uint64_t work = w->n_out * w->n_in * n * (uint64_t)count;
     const uint64_t tasks = w->n_out < 64 || work < (1u << 16) ? 1 : (uint64_t)n_threads * 4;
-    run_row_tasks(pool, w->n_out, tasks, count, &j.rows_per_task, &j.tasks_per_matrix,
-                  matmul_task, &j);
+    /* the rows dot takes BG_DOT_ROWS rows at a time: runs of whole groups */
+    run_row_tasks(pool, w->n_out, tasks, j.rows ? BG_DOT_ROWS : 1, count, &j.rows_per_task,
+                  &j.tasks_per_matrix, matmul_task, &j);
 }
 
 void bg_matmul(bg_pool *pool, const bg_matrix *w, const float *x, size_t x_stride, float *y,
@@ -258,6 +279,7 @@ void bg_matmul_pair(bg_pool *pool, const bg_matrix *w0, const bg_matrix *w1, con
 typedef struct each_job {
     const bg_matrix *ws;
     bg_dot_fn dot;
+    bg_dot_rows_fn rows; /* not NULL: used instead of dot */
     const uint8_t *xq;
     size_t xq_row;  /* bytes of one converted row; 0: one row for all */
     float *y;
@@ -275,6 +297,10 @@ static void each_task(void *ctx, int64_t task_index, unsigned worker)
     task_rows(task_index, j->tasks_per_matrix, j->rows_per_task, w->n_out, &r0, &r1);
     const uint8_t *a = j->xq + m * j->xq_row;
     float *y = j->y + m * j->y_stride;
+    if (j->rows) {
+        dot_rows(j->rows, w, r0, r1, a, y);
+        return;
+    }
     for (uint64_t r = r0; r < r1; r++)
         y[r] = j->dot((int64_t)w->n_in, w->data + r * w->row_bytes, a);
 }
@@ -287,14 +313,21 @@ void bg_matmul_each(bg_pool *pool, const bg_matrix *ws, int count, const float *
     const bg_matrix *w = &ws[0];
     const uint64_t xq_row = convert_rows(pool, w, x, x_stride, x_stride ? (uint32_t)count : 1,
                                          scratch);
-    each_job j = {ws, bg_kernel_dot((bg_type)w->type), scratch, x_stride ? (size_t)xq_row : 0,
-                  y, y_stride, 0, 0};
+    each_job j = {ws,
+                  bg_kernel_dot((bg_type)w->type),
+                  bg_kernel_dot_rows((bg_type)w->type),
+                  scratch,
+                  x_stride ? (size_t)xq_row : 0,
+                  y,
+                  y_stride,
+                  0,
+                  0};
     /* a few tasks a thread per matrix, as bg_matmul splits one */
     const unsigned n_threads = pool ? bg_pool_threads(pool) : 1;
     const uint64_t tasks =
         w->n_out < 64 ? 1 : ((uint64_t)n_threads * 4 + (uint64_t)count - 1) / (uint64_t)count;
-    run_row_tasks(pool, w->n_out, tasks, count, &j.rows_per_task, &j.tasks_per_matrix, each_task,
-                  &j);
+    run_row_tasks(pool, w->n_out, tasks, j.rows ? BG_DOT_ROWS : 1, count, &j.rows_per_task,
+                  &j.tasks_per_matrix, each_task, &j);
 }
 
 void bg_matrix_row(const bg_matrix *w, uint64_t r, float *out)

@@ -45,18 +45,21 @@ static inline void oracle_init(void)
 
 /* llama.cpp's logits for every position of tokens[0..n) in sequence 0,
  * micro-batches of n_ubatch (1: token by token on the plain CPU path, no
- * repacked weights, so activations are quantized the plain way), n_gpu
+ * repacked weights, so activations are quantized the plain way, unless
+ * `repacked`: its default, which decodes Q4_0 and IQ4_NL matrices through
+ * weights repacked eight rows at a time, as brigade's rows dots sum), n_gpu
  * layers on a GPU backend (0: none, and no host operation sent to one),
  * KV types k and v (f32: without flash attention, which would cast the
  * cache to f16; otherwise with it, as quantized V requires). Returns n *
  * n_vocab floats to free, or NULL. */
 static inline float *oracle_logits_of(const char *path, const int32_t *tokens, int n,
-                                      int n_ubatch, int n_gpu, enum ggml_type k,
-                                      enum ggml_type v, int n_threads, int *n_vocab)
+                                      int n_ubatch, bool repacked, int n_gpu,
+                                      enum ggml_type k, enum ggml_type v, int n_threads,
+                                      int *n_vocab)
 {
     struct llama_model_params mp = llama_model_default_params();
     mp.progress_callback = oracle_no_progress;
-    mp.use_extra_bufts = n_ubatch > 1;
+    mp.use_extra_bufts = n_ubatch > 1 || repacked;
     mp.n_gpu_layers = n_gpu;
     struct llama_model *model = llama_model_load_from_file(path, mp);
     if (!model)

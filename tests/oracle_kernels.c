@@ -6,7 +6,10 @@
  * activations (the vec_dot it runs token by token). A model's activations
  * are rounded to 8 bits from these sums, so a different last bit can move a
  * rounding and grow through the layers; matching bitwise is what keeps the
- * engine's logits on llama.cpp's (tests/oracle_parity.c). Both the AVX2
+ * engine's logits on llama.cpp's (tests/oracle_parity.c). Decode's rows
+ * dots (Q4_0, IQ4_NL) are checked against the product llama.cpp decodes
+ * those types with on AVX2 processors, on weights repacked eight rows at a
+ * time, which sums in another order than its vec_dot. Both the AVX2
  * (haswell) and AVX-512 (icelake) builds of llama.cpp are checked, since
  * they agree on these formats. */
 #include <dlfcn.h>
@@ -28,6 +31,89 @@ static float uniform(void)
 {
     rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
     return (float)((rng_state >> 40) / 16777216.0) - 0.5f;
+}
+
+/* llama.cpp's matrix-vector product on weights repacked eight rows at a
+ * time (repack.cpp): what its CPU backend runs for Q4_0 and IQ4_NL
+ * matrices with a multiple of 8 rows when it decodes on an AVX2 processor
+ * (nr activation rows, nc weight rows, s[row] out). */
+typedef void (*gemv_fn)(int n, float *s, size_t bs, const void *vx, const void *vy, int nr,
+                        int nc);
+
+/* Eight rows of 32-element blocks (18 bytes: fp16 d, 16 bytes of nibbles)
+ * laid out as that product reads them: for each block, the eight rows' d,
+ * then their nibbles 8 bytes at a time (rows 0-7's first 8 bytes, then
+ * their last 8), each byte XORed with `flip` (0x88 for Q4_0, whose
+ * repacked nibbles are signed, 0 for IQ4_NL). */
+static void repack8(const uint8_t *rows, size_t row_bytes, int64_t nb, uint8_t flip, uint8_t *out)
+{
+    for (int64_t b = 0; b < nb; b++, out += 8 * 18) {
+        for (int r = 0; r < 8; r++)
+            memcpy(out + 2 * r, rows + r * row_bytes + b * 18, 2);
+        for (int k = 0; k < 16; k++)
+            for (int i = 0; i < 8; i++)
+                out[16 + 8 * k + i] =
+                    rows[(k % 8) * row_bytes + b * 18 + 2 + (k / 8) * 8 + i] ^ flip;
+    }
+}
+
+/* brigade's rows dot (decode's product for these types) against that
+ * product: bitwise, for row groups and every row count (a row's result must
+ * not depend on the rows beside it). */
+static void check_rows(void *h, const char *variant, bool required)
+{
+    static const struct {
+        bg_type type;
+        const char *gemv;
+        uint8_t flip;
+    } cases[] = {{BG_TYPE_Q4_0, "ggml_gemv_q4_0_8x8_q8_0", 0x88},
+                 {BG_TYPE_IQ4_NL, "ggml_gemv_iq4_nl_8x8_q8_0", 0}};
+    enum { N = 4096, ROWS = 64 };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const bg_dot_rows_fn rows = bg_kernel_dot_rows(cases[c].type);
+        const gemv_fn gemv = (gemv_fn)dlsym(h, cases[c].gemv);
+        CHECK(gemv != NULL, "%s: no %s", variant, cases[c].gemv);
+        CHECK(rows != NULL, "%s: no rows dot on this CPU", brigade_type_name(cases[c].type));
+        if (!gemv || !rows)
+            continue;
+        const bg_quant_ops *ops = bg_quant_ops_get(cases[c].type);
+        const bg_quant_ops *act = bg_quant_ops_get(BG_TYPE_Q8_0);
+        float *x = malloc(N * sizeof *x), *theirs = malloc(ROWS * sizeof *theirs);
+        uint8_t *wq = malloc((size_t)ROWS * N), *packed = malloc((size_t)ROWS * N);
+        uint8_t *aq = malloc(N * 2);
+        int same = 0, total = 0;
+        for (int len = 0; len < 12; len++) {
+            const int n = 32 * (1 + len * 11); /* 1 to 122 blocks */
+            const size_t row_bytes = (size_t)n / 32 * 18;
+            for (int r = 0; r < ROWS; r++) {
+                const float scale = 0.01f + (float)(r % 7);
+                for (int i = 0; i < n; i++)
+                    x[i] = uniform() * scale;
+                ops->quantize(x, wq + r * row_bytes, n);
+            }
+            for (int i = 0; i < n; i++)
+                x[i] = uniform() * 4.0f * (1 + (i % 5 == 0));
+            act->quantize_activations(x, aq, n);
+            for (int g = 0; g < ROWS / 8; g++)
+                repack8(wq + g * 8 * row_bytes, row_bytes, n / 32, cases[c].flip,
+                        packed + g * 8 * row_bytes);
+            gemv(n, theirs, 0, packed, aq, 1, ROWS);
+            for (int g = 0; g < ROWS / 8; g++) {
+                const int nr = 1 + (g + len) % 8;
+                float ours[8];
+                rows(n, wq + g * 8 * row_bytes, row_bytes, nr, aq, ours);
+                for (int r = 0; r < nr; r++, total++)
+                    same += memcmp(&theirs[g * 8 + r], &ours[r], sizeof ours[r]) == 0;
+            }
+        }
+        printf("  %-8s %-7s rows    %3d of %d rows-dot results bitwise equal to llama.cpp's "
+               "repacked product\n",
+               variant, brigade_type_name(cases[c].type), same, total);
+        if (required)
+            CHECK(same == total, "%s: %s rows dot: %d of %d results differ from llama.cpp's",
+                  variant, brigade_type_name(cases[c].type), total - same, total);
+        free(x), free(theirs), free(wq), free(packed), free(aq);
+    }
 }
 
 static void check_variant(const char *variant, bool required)
@@ -83,6 +169,7 @@ static void check_variant(const char *variant, bool required)
     free(x);
     free(wq);
     free(aq);
+    check_rows(h, variant, required);
     /* not dlclose'd: ggml's backend keeps thread-local state */
 }
 

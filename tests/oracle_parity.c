@@ -1,8 +1,10 @@
 /* The engine against llama.cpp: logits at every position of a 64-token
  * sequence on synthetic models, compared as normalized MSE
  * (sum (a-b)^2 / sum a^2) and argmax agreement. llama.cpp runs token by
- * token (plain CPU path, no repacked weights) and as one batch; its own two
- * modes are compared too, as the scale of noise to expect.
+ * token (plain CPU path, no repacked weights; for Q4_0 and IQ4_NL, its
+ * default repacked weights, which brigade's rows dots sum as) and as one
+ * batch; its own two modes are compared too, as the scale of noise to
+ * expect.
  *
  * Float weights (the tiny models with top-2 of 8 experts, and a 4-layer
  * slice of the qwen3.6-35b-a3b geometry in f16): the engine issue's bounds,
@@ -19,7 +21,8 @@
  * from micro-batches of 64 tokens its tiled path's f32 accumulation and
  * block-wise softmax: batched brigade then lands next to batched
  * llama.cpp); every weight format's
- * dot product is bitwise llama.cpp's vec_dot (tests/oracle_kernels.c).
+ * dot product is bitwise llama.cpp's vec_dot, or for Q4_0 and IQ4_NL its
+ * repacked product (tests/oracle_kernels.c).
  * Every case lands at NMSE 0 where llama.cpp runs its AVX-512 build; the
  * bound leaves room for CPUs where it picks another (its AVX2 build's exp
  * differs from its AVX-512 build's in the last bit; other_build). */
@@ -48,12 +51,13 @@ enum { N_TOKENS = 64 };
  * token-by-token bound. */
 static bool other_build;
 
-/* llama.cpp logits for every position; batched = one decode call. */
+/* llama.cpp logits for every position; batched = one decode call;
+ * repacked: token by token on its default, repacked weights. */
 static float *oracle_logits(const char *path, const int32_t *tokens, int n, bool batched,
-                            uint32_t cache_type, int *n_vocab)
+                            bool repacked, uint32_t cache_type, int *n_vocab)
 {
-    return oracle_logits_of(path, tokens, n, batched ? n : 1, 0, (enum ggml_type)cache_type,
-                            (enum ggml_type)cache_type, 2, n_vocab);
+    return oracle_logits_of(path, tokens, n, batched ? n : 1, repacked, 0,
+                            (enum ggml_type)cache_type, (enum ggml_type)cache_type, 2, n_vocab);
 }
 
 static const char *cache_name(uint32_t t)
@@ -150,8 +154,12 @@ static void parity_file(const char *preset, const char *type_name, const brigade
         tokens[i] = (int32_t)((r >> 33) % 256); /* byte tokens of the built-in vocabulary */
     }
     int n_vocab = 0;
-    float *ref_tok = oracle_logits(path, tokens, N_TOKENS, false, cache_type, &n_vocab);
-    float *ref_bat = oracle_logits(path, tokens, N_TOKENS, true, cache_type, &n_vocab);
+    /* Q4_0 and IQ4_NL decode as llama.cpp decodes them by default, through
+     * its repacked weights (kernels.h: the rows dots); every other format,
+     * as its plain path's vec_dot */
+    const bool repacked = o->type == GGML_TYPE_Q4_0 || o->type == GGML_TYPE_IQ4_NL;
+    float *ref_tok = oracle_logits(path, tokens, N_TOKENS, false, repacked, cache_type, &n_vocab);
+    float *ref_bat = oracle_logits(path, tokens, N_TOKENS, true, false, cache_type, &n_vocab);
     /* brigade: one micro-batch of 64 (prefill) and micro-batches of 1 (decode) */
     float *mine = brigade_logits(path, tokens, N_TOKENS, cache_type, N_TOKENS);
     float *mine_tok = brigade_logits(path, tokens, N_TOKENS, cache_type, 1);

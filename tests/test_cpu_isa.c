@@ -1,6 +1,6 @@
 /* BRIGADE_CPU_ISA: capped at "scalar", the CPU chooses quant.c's reference
- * dots (the very functions, not another variant), no multi-row dots and no
- * tiled products; a value that names no instruction set is refused where a
+ * dots (the very functions, not another variant), no multi-row or rows
+ * dots and no tiled products; a value that names no instruction set is refused where a
  * session starts, naming the value, not quietly taken as "all". */
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +21,7 @@ static void check_scalar_chosen(void)
         n_dots++;
         CHECK(bg_kernel_dot((bg_type)t) == ops->dot, "type %d: not the scalar reference dot", t);
         CHECK(!bg_kernel_dot_multi((bg_type)t), "type %d: a multi-row dot under scalar", t);
+        CHECK(!bg_kernel_dot_rows((bg_type)t), "type %d: a rows dot under scalar", t);
         CHECK(!bg_kernel_gemm((bg_type)t), "type %d: a tiled product under scalar", t);
         CHECK(bg_kernel_quantize_activations((bg_type)t) == ops->quantize_activations,
               "type %d: not the scalar activation coding", t);

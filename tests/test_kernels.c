@@ -189,11 +189,79 @@ static void check_multi(bg_type type)
     printf("  %-7s multi-row dot: %d results bitwise equal to the single dot\n", wi->name, checked);
 }
 
+/* The rows dot, where the CPU has one for the type, against its definition
+ * in kernels.h computed here from the blocks: each block's exact integer
+ * dot (the weight codes read back through the reference dequantizer with
+ * the block's scale set to 1), then acc = fma(isum, d_w * d_a, acc) block
+ * after block. Bitwise, for every row count, quantized and random-byte
+ * weights, odd addresses and a row stride that is not the row size. */
+static void check_rows(bg_type type)
+{
+    bg_dot_rows_fn rows = bg_kernel_dot_rows(type);
+    if (!rows)
+        return;
+    const bg_quant_ops *ops = bg_quant_ops_get(type);
+    const bg_quant_ops *aops = bg_quant_ops_get(BG_TYPE_Q8_0);
+    const bg_type_info *wi = bg_type_get(type);
+    CHECK(ops->dot_type == BG_TYPE_Q8_0 && wi->block_elems == BG_QK, "%s: not a Q8_0-dot format",
+          wi->name);
+    static const int64_t blocks[] = {1, 2, 3, 8, 11, 64};
+    enum { N_ROWS = 2 * BG_DOT_ROWS + 3 };
+    int checked = 0;
+    for (size_t bi = 0; bi < sizeof blocks / sizeof *blocks; bi++) {
+        const int64_t nb = blocks[bi], n = nb * BG_QK;
+        const size_t stride = (size_t)nb * wi->block_bytes + 7;
+        float *x = malloc(n * sizeof *x), *codes = malloc(BG_QK * sizeof *codes);
+        uint8_t *wq = malloc(N_ROWS * stride + 1), *aq = malloc((size_t)nb * 34 + 1);
+        for (int r = 0; r < N_ROWS; r++) {
+            uint8_t *row = wq + 1 + r * stride;
+            if (r % 3 == 2) {
+                random_blocks(row, (size_t)nb, wi, half_fields(type));
+            } else {
+                fill(x, n, (dist)(r % BYTES));
+                ops->quantize(x, row, n);
+            }
+        }
+        fill(x, n, GAUSS);
+        aops->quantize_activations(x, aq + 1, n);
+        for (int r0 = 0; r0 < N_ROWS; r0 += 3)
+            for (int nr = 1; nr <= BG_DOT_ROWS && r0 + nr <= N_ROWS; nr++) {
+                float out[BG_DOT_ROWS];
+                rows(n, wq + 1 + r0 * stride, stride, nr, aq + 1, out);
+                for (int r = 0; r < nr; r++) {
+                    const uint8_t *row = wq + 1 + (r0 + r) * stride;
+                    float want = 0;
+                    for (int64_t b = 0; b < nb; b++) {
+                        uint8_t block[64];
+                        memcpy(block, row + b * wi->block_bytes, wi->block_bytes);
+                        const uint16_t one = 0x3C00, dw = (uint16_t)(block[0] | block[1] << 8);
+                        memcpy(block, &one, sizeof one);
+                        ops->dequantize(block, codes, BG_QK);
+                        const uint8_t *ab = aq + 1 + b * 34;
+                        int32_t isum = 0;
+                        for (int i = 0; i < BG_QK; i++)
+                            isum += (int32_t)codes[i] * (int8_t)ab[2 + i];
+                        const float da = bg_f16_to_f32((uint16_t)(ab[0] | ab[1] << 8));
+                        want = fmaf((float)isum, bg_f16_to_f32(dw) * da, want);
+                    }
+                    CHECK(memcmp(&want, &out[r], sizeof want) == 0,
+                          "%s rows dot, %lld blocks, row %d of %d from row %d: %.9g, defined "
+                          "%.9g",
+                          wi->name, (long long)nb, r, nr, r0, out[r], want);
+                    checked++;
+                }
+            }
+        free(x), free(codes), free(wq), free(aq);
+    }
+    printf("  %-7s rows dot: %d results bitwise equal to their definition\n", wi->name, checked);
+}
+
 /* The tiled product, where the CPU has one for the type, against the
  * scalar reference dot: every output within 2e-6 of sum |w a| (its float
  * steps are ordered differently), for row counts around the 16-row blocks,
  * rows that are long enough to be taken in several chunks, odd addresses
- * and strides that are not multiples of the row size. */
+ * and strides that are not multiples of the row size; and bitwise against
+ * the rows dot where the type has one. */
 static void check_gemm(bg_type type)
 {
     const bg_gemm_kernel *k = bg_kernel_gemm(type);
@@ -210,7 +278,7 @@ static void check_gemm(bg_type type)
     static const int64_t acts[] = {16, 17, 31, 48, 70, 8};
     const int64_t n_rows = 2 * BG_GEMM_ROWS;
     double worst = 0;
-    int checked = 0;
+    int checked = 0, same_as_rows = 0;
     for (size_t bi = 0; bi < sizeof blocks / sizeof *blocks; bi++) {
         const int64_t n = blocks[bi] * BG_GEMM_COLS;
         const size_t wrow = (size_t)(n / wi->block_elems) * wi->block_bytes + 5;
@@ -259,10 +327,27 @@ static void check_gemm(bg_type type)
                       (long long)r, (long long)t, (long long)n_act, got, want, rel);
                 checked++;
             }
+        /* where decode has a rows dot, the tile sums in its order: prefill
+         * and decode then give the same bits */
+        const bg_dot_rows_fn rows = bg_kernel_dot_rows(type);
+        for (int64_t t = 0; rows && t < n_act; t++)
+            for (int64_t r = 0; r < n_rows; r += BG_DOT_ROWS) {
+                float out[BG_DOT_ROWS];
+                rows(n, wq + 1 + r * wrow, wrow, BG_DOT_ROWS, aq + 1 + t * arow, out);
+                CHECK(memcmp(out, y + t * y_stride + r, sizeof out) == 0,
+                      "%s %s, n=%lld, rows %lld.., activation %lld of %lld: not the rows dot's "
+                      "bits",
+                      wi->name, k->name, (long long)n, (long long)r, (long long)t,
+                      (long long)n_act);
+                same_as_rows += BG_DOT_ROWS;
+            }
         free(x), free(wd), free(ad), free(wq), free(aq), free(y), free(packed);
     }
-    printf("  %-7s %s tiled product: %d results, worst error %.2e\n", wi->name, k->name, checked,
+    printf("  %-7s %s tiled product: %d results, worst error %.2e", wi->name, k->name, checked,
            worst);
+    if (bg_kernel_dot_rows(type))
+        printf("; %d compared bitwise with the rows dot", same_as_rows);
+    printf("\n");
 }
 
 /* The f16 row kernels against the formulas, element by element. */
@@ -478,6 +563,8 @@ int main(void)
         check_type(types[i]);
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         check_multi(types[i]);
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        check_rows(types[i]);
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         check_gemm(types[i]);
     check_vec_f16();
