@@ -6,7 +6,9 @@
  *
  * usage: kernel_speed [-n N] [-rows ROWS] [-r REPS] [TYPE...]
  * prints a markdown table: type, variant, ns per 256 weights, GB/s of
- * weights, speed relative to the previous variant (avx2 vs scalar, ...). */
+ * weights, speed relative to the previous variant (avx2 vs scalar, ...);
+ * where the type has a rows dot (decode's eight rows at a time), a last
+ * line for it, against the fastest single dot. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,6 +115,16 @@ static void bench_type(bg_type type, int64_t n, int rows, int reps)
     /* the rows dot, where the type has one, as one more variant */
     const bg_dot_rows_fn rows_fn = bg_kernel_dot_rows(type);
     double best_rows = 1e30;
+    if (rows_fn && rows >= BG_DOT_ROWS) {
+        float out[BG_DOT_ROWS];
+        rows_fn(n, w, wrow, BG_DOT_ROWS, a, out);
+        for (int r = 0; r < BG_DOT_ROWS; r++) {
+            const float ref = v[0].fn(n, w + (size_t)r * wrow, a);
+            if (fabsf(out[r] - ref) > 1e-4f * (fabsf(ref) + 1))
+                printf("<!-- %s rows dot, row %d: %g vs reference %g -->\n", wi->name, r, out[r],
+                       ref);
+        }
+    }
     for (int rep = 0; rows_fn && rep < reps; rep++) {
         double t = pass_rows(rows_fn, n, w, wrow, rows, a) / rows;
         best_rows = t < best_rows ? t : best_rows;
@@ -160,10 +172,10 @@ int main(int argc, char **argv)
     if (n <= 0 || rows <= 0 || reps <= 0)
         return 2;
     if (!n_types) {
-        static const bg_type all[] = {BG_TYPE_Q4_K, BG_TYPE_Q5_K, BG_TYPE_Q6_K, BG_TYPE_Q8_0,
-                                      BG_TYPE_Q4_0, BG_TYPE_Q4_1, BG_TYPE_Q5_0, BG_TYPE_Q5_1,
-                                      BG_TYPE_IQ4_NL, BG_TYPE_IQ4_XS, BG_TYPE_F32, BG_TYPE_F16,
-                                      BG_TYPE_BF16};
+        static const bg_type all[] = {BG_TYPE_Q2_K,   BG_TYPE_Q3_K,   BG_TYPE_Q4_K, BG_TYPE_Q5_K,
+                                      BG_TYPE_Q6_K,   BG_TYPE_Q8_0,   BG_TYPE_Q4_0, BG_TYPE_Q4_1,
+                                      BG_TYPE_Q5_0,   BG_TYPE_Q5_1,   BG_TYPE_IQ4_NL,
+                                      BG_TYPE_IQ4_XS, BG_TYPE_F32,    BG_TYPE_F16,  BG_TYPE_BF16};
         for (size_t i = 0; i < sizeof all / sizeof *all; i++)
             types[n_types++] = all[i];
     }
