@@ -69,14 +69,18 @@ typedef struct matmul_job {
     uint64_t rows_per_task, tasks_per_matrix;
 } matmul_job;
 
-/* y[r] for the rows [r0, r1) of w against the converted row a, through
- * the rows dot. */
+/* y[k * y_stride + r] for the rows [r0, r1) of w and the n converted rows
+ * a + k * a_row, through the rows dot: a group of weight rows against
+ * every activation row before the next group, so the group is read from
+ * memory once (it stays in L1 for the other activation rows). */
 static void dot_rows(bg_dot_rows_fn rows, const bg_matrix *w, uint64_t r0, uint64_t r1,
-                     const uint8_t *a, float *y)
+                     const uint8_t *a, size_t a_row, uint32_t n, float *y, size_t y_stride)
 {
     for (uint64_t r = r0; r < r1; r += BG_DOT_ROWS) {
         const int nr = r1 - r < BG_DOT_ROWS ? (int)(r1 - r) : BG_DOT_ROWS;
-        rows((int64_t)w->n_in, w->data + r * w->row_bytes, (size_t)w->row_bytes, nr, a, y + r);
+        for (uint32_t k = 0; k < n; k++)
+            rows((int64_t)w->n_in, w->data + r * w->row_bytes, (size_t)w->row_bytes, nr,
+                 a + k * a_row, y + k * y_stride + r);
     }
 }
 
@@ -91,8 +95,7 @@ static void matmul_task(void *ctx, int64_t task_index, unsigned worker)
     task_rows(task_index, j->tasks_per_matrix, j->rows_per_task, w->n_out, &r0, &r1);
     const int64_t n_in = (int64_t)w->n_in;
     if (j->rows) {
-        for (uint32_t k = 0; k < j->n; k++)
-            dot_rows(j->rows, w, r0, r1, j->xq + k * j->xq_row, y + k * j->y_stride);
+        dot_rows(j->rows, w, r0, r1, j->xq, j->xq_row, j->n, y, j->y_stride);
         return;
     }
     /* Groups of activation rows outside, weight rows inside: a group's
@@ -298,7 +301,7 @@ static void each_task(void *ctx, int64_t task_index, unsigned worker)
     const uint8_t *a = j->xq + m * j->xq_row;
     float *y = j->y + m * j->y_stride;
     if (j->rows) {
-        dot_rows(j->rows, w, r0, r1, a, y);
+        dot_rows(j->rows, w, r0, r1, a, 0, 1, y, 0);
         return;
     }
     for (uint64_t r = r0; r < r1; r++)
