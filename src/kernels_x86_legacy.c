@@ -25,7 +25,6 @@
 #ifdef BG_KERNELS_X86
 #include <immintrin.h>
 #include <math.h>
-#include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -47,6 +46,14 @@ static inline AVX2 float hsum_ps(__m256 v)
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
+}
+
+/* Sum of the 8 int32 lanes, in every lane of the result. */
+static inline AVX2 __m128i hsum_i32(__m256i v)
+{
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+    return _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
 }
 
 /* The fp16 at p (and the one after it) as floats in lanes 0 (and 1); the
@@ -327,23 +334,13 @@ AVX2 float bg_dot_iq4_nl_avx2(int64_t n, const void *w, const void *a)
  * Several weight rows against one Q8_0 activation row (decode)
  * ------------------------------------------------------------------------ */
 
-/* The exact integer dot of one weight block with y, in 8 int32 lanes, less
- * `offset` times the sum of y (which the caller takes once for all rows). */
-typedef __m256i (*block_lanes_fn)(const uint8_t *wb, __m256i y);
-
-/* Q4_0's codes are nibble - 8: the nibbles (0..15) take maddubs' unsigned
- * side as they are, with no abs/sign step (no pair sum reaches int16's
- * limit: 2 * 15 * 128 < 2^15), and the 8 * sum(y) comes off after. */
-static inline AVX2 __m256i lanes_q4_0(const uint8_t *wb, __m256i y)
+/* The rows dots take each block's integer dot from a block_isum_fn less
+ * `offset` times the sum of y, which they take once for all rows. Q4_0's
+ * codes are nibble - 8: the nibbles (0..15) take maddubs' unsigned side as
+ * they are, with no abs/sign step, and the 8 * sum(y) comes off after. */
+static inline AVX2 __m256i isum_q4_0_nibbles(const uint8_t *wb, __m256i y)
 {
-    const __m256i pairs =
-        _mm256_maddubs_epi16(bg_unpack_nibbles(wb + offsetof(bg_block_q4_0, qs)), y);
-    return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
-}
-
-static inline AVX2 __m256i lanes_iq4_nl(const uint8_t *wb, __m256i y)
-{
-    return isum_iq4_nl(wb, y);
+    return dot_u8_i8(bg_unpack_nibbles(wb + offsetof(bg_block_q4_0, qs)), y);
 }
 
 /* Lane r of the result: the sum of the 8 lanes of m[r]. */
@@ -363,11 +360,7 @@ static inline AVX2 __m256i lane_totals(const __m256i m[8])
 /* offset * sum(y) in every lane. */
 static inline AVX2 __m256i offset_sum(int offset, __m256i y)
 {
-    __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8((char)offset), y),
-                                  _mm256_set1_epi16(1));
-    s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0x4E));
-    s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0xB1));
-    return _mm256_add_epi32(s, _mm256_permute2x128_si256(s, s, 0x01));
+    return _mm256_broadcastsi128_si256(hsum_i32(dot_u8_i8(_mm256_set1_epi8((char)offset), y)));
 }
 
 /* The fp16 at p as the 16 bits of an int (for _mm_insert_epi16). */
@@ -381,7 +374,7 @@ static inline int load_u16(const uint8_t *p)
 /* One block of eight rows (row r at w + r * s) with the activation block
  * at ab: acc + isum * (d_w * d_a), lane r for row r. */
 static inline AVX2 __attribute__((always_inline)) __m256
-rows8_block(block_lanes_fn lanes, int offset, const uint8_t *w, size_t s,
+rows8_block(block_isum_fn isum_of, int offset, const uint8_t *w, size_t s,
             const uint8_t *ab, __m256 acc)
 {
     const __m256i y = load_i8x32(ab + offsetof(bg_block_q8_0, qs));
@@ -390,7 +383,7 @@ rows8_block(block_lanes_fn lanes, int offset, const uint8_t *w, size_t s,
                                        w4, w4 + s, w4 + 2 * s, w4 + 3 * s};
     __m256i m[BG_DOT_ROWS];
     _Pragma("GCC unroll 8") for (int r = 0; r < BG_DOT_ROWS; r++)
-        m[r] = lanes(row[r], y);
+        m[r] = isum_of(row[r], y);
     /* inserted one by one from memory: a store and a reload of the eight
      * would stall on store forwarding */
     __m128i d = _mm_cvtsi32_si128(load_u16(row[0]));
@@ -420,7 +413,7 @@ rows8_block(block_lanes_fn lanes, int offset, const uint8_t *w, size_t s,
  * 2-core Zen 3); asking each row for its own line in the next group
  * gained nothing. */
 static inline AVX2 __attribute__((always_inline)) void
-rows8_vs_q8_0(block_lanes_fn lanes, int offset, size_t wbytes, int64_t n, const uint8_t *w,
+rows8_vs_q8_0(block_isum_fn isum_of, int offset, size_t wbytes, int64_t n, const uint8_t *w,
               size_t s, const uint8_t *a, float *out)
 {
     const size_t abytes = sizeof(bg_block_q8_0), step = 2 * BG_DOT_ROWS * wbytes;
@@ -429,28 +422,25 @@ rows8_vs_q8_0(block_lanes_fn lanes, int offset, size_t wbytes, int64_t n, const 
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
         bg_prefetch_span(w, BG_DOT_ROWS * s + (size_t)b / 2 * step, step);
-        acc = rows8_block(lanes, offset, w + b * wbytes, s, a + b * abytes, acc);
-        acc = rows8_block(lanes, offset, w + (b + 1) * wbytes, s, a + (b + 1) * abytes, acc);
+        acc = rows8_block(isum_of, offset, w + b * wbytes, s, a + b * abytes, acc);
+        acc = rows8_block(isum_of, offset, w + (b + 1) * wbytes, s, a + (b + 1) * abytes, acc);
     }
     if (b < nb)
-        acc = rows8_block(lanes, offset, w + b * wbytes, s, a + b * abytes, acc);
+        acc = rows8_block(isum_of, offset, w + b * wbytes, s, a + b * abytes, acc);
     _mm256_storeu_ps(out, acc);
 }
 
 /* One row the same way, for the rows past the last eight: each lane of
  * the eight-row product is this. */
 static inline AVX2 __attribute__((always_inline)) float
-row_vs_q8_0(block_lanes_fn lanes, int offset, size_t wbytes, int64_t n, const uint8_t *w,
+row_vs_q8_0(block_isum_fn isum_of, int offset, size_t wbytes, int64_t n, const uint8_t *w,
             const uint8_t *a)
 {
     float acc = 0;
     for (int64_t b = 0; b < n / BG_QK; b++) {
         const uint8_t *ab = a + b * sizeof(bg_block_q8_0), *wb = w + b * wbytes;
         const __m256i y = load_i8x32(ab + offsetof(bg_block_q8_0, qs));
-        const __m256i lane = lanes(wb, y);
-        __m128i h = _mm_add_epi32(_mm256_castsi256_si128(lane), _mm256_extracti128_si256(lane, 1));
-        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
-        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+        __m128i h = hsum_i32(isum_of(wb, y));
         if (offset)
             h = _mm_sub_epi32(h, _mm256_castsi256_si128(offset_sum(offset, y)));
         const float scale = _mm_cvtss_f32(load_f16x2(wb)) * _mm_cvtss_f32(load_f16x2(ab));
@@ -460,26 +450,26 @@ row_vs_q8_0(block_lanes_fn lanes, int offset, size_t wbytes, int64_t n, const ui
 }
 
 static inline AVX2 __attribute__((always_inline)) void
-rows_vs_q8_0(block_lanes_fn lanes, int offset, size_t wbytes, int64_t n, const uint8_t *w,
+rows_vs_q8_0(block_isum_fn isum_of, int offset, size_t wbytes, int64_t n, const uint8_t *w,
              size_t w_stride, int nr, const uint8_t *a, float *out)
 {
     if (nr == BG_DOT_ROWS)
-        rows8_vs_q8_0(lanes, offset, wbytes, n, w, w_stride, a, out);
+        rows8_vs_q8_0(isum_of, offset, wbytes, n, w, w_stride, a, out);
     else
         for (int r = 0; r < nr; r++)
-            out[r] = row_vs_q8_0(lanes, offset, wbytes, n, w + (size_t)r * w_stride, a);
+            out[r] = row_vs_q8_0(isum_of, offset, wbytes, n, w + (size_t)r * w_stride, a);
 }
 
 AVX2 void bg_dot_rows_q4_0_avx2(int64_t n, const void *w, size_t w_stride, int nr, const void *a,
                                 float *out)
 {
-    rows_vs_q8_0(lanes_q4_0, 8, sizeof(bg_block_q4_0), n, w, w_stride, nr, a, out);
+    rows_vs_q8_0(isum_q4_0_nibbles, 8, sizeof(bg_block_q4_0), n, w, w_stride, nr, a, out);
 }
 
 AVX2 void bg_dot_rows_iq4_nl_avx2(int64_t n, const void *w, size_t w_stride, int nr,
                                   const void *a, float *out)
 {
-    rows_vs_q8_0(lanes_iq4_nl, 0, sizeof(bg_block_iq4_nl), n, w, w_stride, nr, a, out);
+    rows_vs_q8_0(isum_iq4_nl, 0, sizeof(bg_block_iq4_nl), n, w, w_stride, nr, a, out);
 }
 
 /* ------------------------------------------------------------------------
@@ -572,9 +562,7 @@ static inline AVX2 float activation_block(const float *x, uint16_t *d_out, int8_
         _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256((__m256i *)(void *)qs, bytes);
     const __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
-    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
-    *code_sum = _mm_cvtsi128_si32(_mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1)));
+    *code_sum = _mm_cvtsi128_si32(hsum_i32(s));
     return d;
 }
 

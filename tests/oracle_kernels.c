@@ -47,13 +47,15 @@ typedef void (*gemv_fn)(int n, float *s, size_t bs, const void *vx, const void *
  * repacked nibbles are signed, 0 for IQ4_NL). */
 static void repack8(const uint8_t *rows, size_t row_bytes, int64_t nb, uint8_t flip, uint8_t *out)
 {
-    for (int64_t b = 0; b < nb; b++, out += 8 * 18) {
+    enum { BLOCK = sizeof(bg_block_q4_0) };
+    _Static_assert(sizeof(bg_block_iq4_nl) == BLOCK, "the same 18-byte blocks");
+    for (int64_t b = 0; b < nb; b++, out += 8 * BLOCK) {
         for (int r = 0; r < 8; r++)
-            memcpy(out + 2 * r, rows + r * row_bytes + b * 18, 2);
+            memcpy(out + 2 * r, rows + r * row_bytes + b * BLOCK, 2);
         for (int k = 0; k < 16; k++)
             for (int i = 0; i < 8; i++)
                 out[16 + 8 * k + i] =
-                    rows[(k % 8) * row_bytes + b * 18 + 2 + (k / 8) * 8 + i] ^ flip;
+                    rows[(k % 8) * row_bytes + b * BLOCK + 2 + (k / 8) * 8 + i] ^ flip;
     }
 }
 
@@ -84,7 +86,7 @@ static void check_rows(void *h, const char *variant, bool required)
         int same = 0, total = 0;
         for (int len = 0; len < 12; len++) {
             const int n = 32 * (1 + len * 11); /* 1 to 122 blocks */
-            const size_t row_bytes = (size_t)n / 32 * 18;
+            const size_t row_bytes = (size_t)n / 32 * sizeof(bg_block_q4_0);
             for (int r = 0; r < ROWS; r++) {
                 const float scale = 0.01f + (float)(r % 7);
                 for (int i = 0; i < n; i++)

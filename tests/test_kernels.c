@@ -212,7 +212,7 @@ static void check_rows(bg_type type)
         const int64_t nb = blocks[bi], n = nb * BG_QK;
         const size_t stride = (size_t)nb * wi->block_bytes + 7;
         float *x = malloc(n * sizeof *x), *codes = malloc(BG_QK * sizeof *codes);
-        uint8_t *wq = malloc(N_ROWS * stride + 1), *aq = malloc((size_t)nb * 34 + 1);
+        uint8_t *wq = malloc(N_ROWS * stride + 1), *aq = malloc((size_t)nb * sizeof(bg_block_q8_0) + 1);
         for (int r = 0; r < N_ROWS; r++) {
             uint8_t *row = wq + 1 + r * stride;
             if (r % 3 == 2) {
@@ -237,10 +237,10 @@ static void check_rows(bg_type type)
                         const uint16_t one = 0x3C00, dw = (uint16_t)(block[0] | block[1] << 8);
                         memcpy(block, &one, sizeof one);
                         ops->dequantize(block, codes, BG_QK);
-                        const uint8_t *ab = aq + 1 + b * 34;
+                        const uint8_t *ab = aq + 1 + b * sizeof(bg_block_q8_0);
                         int32_t isum = 0;
                         for (int i = 0; i < BG_QK; i++)
-                            isum += (int32_t)codes[i] * (int8_t)ab[2 + i];
+                            isum += (int32_t)codes[i] * (int8_t)ab[offsetof(bg_block_q8_0, qs) + i];
                         const float da = bg_f16_to_f32((uint16_t)(ab[0] | ab[1] << 8));
                         want = fmaf((float)isum, bg_f16_to_f32(dw) * da, want);
                     }
