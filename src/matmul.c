@@ -69,6 +69,16 @@ typedef struct matmul_job {
     uint64_t rows_per_task, tasks_per_matrix;
 } matmul_job;
 
+/* The rows dot for w's products, or NULL for one dot a row. llama.cpp
+ * repacks a matrix for its rows-order product only when its row count is
+ * a multiple of 8 (repack.cpp) and takes any other row by row with its
+ * vec_dot, whose order the single dot has: the same choice keeps every
+ * result on llama.cpp's bits (tests/oracle_kernels.c). */
+static bg_dot_rows_fn rows_dot_of(const bg_matrix *w)
+{
+    return w->n_out % BG_DOT_ROWS ? NULL : bg_kernel_dot_rows((bg_type)w->type);
+}
+
 /* y[k * y_stride + r] for the rows [r0, r1) of w and the n converted rows
  * a + k * a_row, through the rows dot: a group of weight rows against
  * every activation row before the next group, so the group is read from
@@ -244,7 +254,7 @@ static void matmul_n(bg_pool *pool, const bg_matrix *const *ws, float *const *ys
                     {ys[0], count > 1 ? ys[1] : ys[0]},
                     bg_kernel_dot((bg_type)w->type),
                     bg_kernel_dot_multi((bg_type)w->type),
-                    bg_kernel_dot_rows((bg_type)w->type),
+                    rows_dot_of(w),
                     xq,
                     (size_t)xq_row,
                     y_stride,
@@ -318,7 +328,7 @@ void bg_matmul_each(bg_pool *pool, const bg_matrix *ws, int count, const float *
                                          scratch);
     each_job j = {ws,
                   bg_kernel_dot((bg_type)w->type),
-                  bg_kernel_dot_rows((bg_type)w->type),
+                  rows_dot_of(w),
                   scratch,
                   x_stride ? (size_t)xq_row : 0,
                   y,

@@ -21,6 +21,7 @@
 #include "check.h"
 #include "ggml-cpu.h"
 #include "kernels.h"
+#include "matmul.h"
 #include "oracle.h"
 #include "quant.h"
 
@@ -118,6 +119,70 @@ static void check_rows(void *h, const char *variant, bool required)
     }
 }
 
+/* brigade's matrix-vector product (bg_matmul, decode's) for Q4_0 and
+ * IQ4_NL matrices against the product llama.cpp picks for the matrix: its
+ * repacked one where the row count is a multiple of 8 (only those are
+ * repacked), its vec_dot row by row otherwise (a DeltaNet's alpha and beta
+ * of 4 rows in the tiny models, an output of 269). Bitwise, every row. */
+static void check_matmul(void *h, traits_fn traits, const char *variant, bool required)
+{
+    static const struct {
+        bg_type type;
+        const char *gemv;
+        uint8_t flip;
+    } cases[] = {{BG_TYPE_Q4_0, "ggml_gemv_q4_0_8x8_q8_0", 0x88},
+                 {BG_TYPE_IQ4_NL, "ggml_gemv_iq4_nl_8x8_q8_0", 0}};
+    static const uint64_t n_outs[] = {4, 8, 12, 32, 269, 272};
+    enum { N = 512, MAX_ROWS = 272 };
+    const size_t row_bytes = N / 32 * sizeof(bg_block_q4_0);
+    float *x = malloc(N * sizeof *x), *w = malloc(N * sizeof *w);
+    float *ours = malloc(MAX_ROWS * sizeof *ours), *theirs = malloc(MAX_ROWS * sizeof *theirs);
+    uint8_t *wq = malloc(MAX_ROWS * row_bytes), *packed = malloc(MAX_ROWS * row_bytes);
+    uint8_t *aq = malloc(N * 2);
+    void *scratch = malloc(bg_matmul_scratch(N, 1));
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const gemv_fn gemv = (gemv_fn)dlsym(h, cases[c].gemv);
+        CHECK(gemv != NULL, "%s: no %s", variant, cases[c].gemv);
+        if (!gemv)
+            continue;
+        const bg_quant_ops *ops = bg_quant_ops_get(cases[c].type);
+        const bg_quant_ops *act = bg_quant_ops_get(BG_TYPE_Q8_0);
+        int same = 0, total = 0;
+        for (size_t m = 0; m < sizeof n_outs / sizeof *n_outs; m++) {
+            const uint64_t n_out = n_outs[m];
+            for (uint64_t r = 0; r < n_out; r++) {
+                for (int i = 0; i < N; i++)
+                    w[i] = uniform() * (0.01f + (float)(r % 7));
+                ops->quantize(w, wq + r * row_bytes, N);
+            }
+            for (int i = 0; i < N; i++)
+                x[i] = uniform() * 4.0f * (1 + (i % 5 == 0));
+            act->quantize_activations(x, aq, N);
+            if (n_out % 8 == 0) {
+                for (uint64_t g = 0; g < n_out / 8; g++)
+                    repack8(wq + g * 8 * row_bytes, row_bytes, N / 32, cases[c].flip,
+                            packed + g * 8 * row_bytes);
+                gemv(N, theirs, 0, packed, aq, 1, (int)n_out);
+            } else {
+                for (uint64_t r = 0; r < n_out; r++)
+                    traits((enum ggml_type)cases[c].type)
+                        ->vec_dot(N, &theirs[r], 0, wq + r * row_bytes, 0, aq, 0, 1);
+            }
+            const bg_matrix mat = {wq, cases[c].type, N, n_out, row_bytes};
+            bg_matmul(NULL, &mat, x, N, ours, n_out, 1, scratch);
+            for (uint64_t r = 0; r < n_out; r++, total++)
+                same += memcmp(&theirs[r], &ours[r], sizeof ours[r]) == 0;
+        }
+        printf("  %-8s %-7s matmul  %3d of %d rows of matrices of 4-272 rows bitwise equal to "
+               "the product llama.cpp picks\n",
+               variant, brigade_type_name(cases[c].type), same, total);
+        if (required)
+            CHECK(same == total, "%s: %s matmul: %d of %d rows differ from llama.cpp's", variant,
+                  brigade_type_name(cases[c].type), total - same, total);
+    }
+    free(x), free(w), free(ours), free(theirs), free(wq), free(packed), free(aq), free(scratch);
+}
+
 static void check_variant(const char *variant, bool required)
 {
     char lib[512];
@@ -172,6 +237,7 @@ static void check_variant(const char *variant, bool required)
     free(wq);
     free(aq);
     check_rows(h, variant, required);
+    check_matmul(h, traits, variant, required);
     /* not dlclose'd: ggml's backend keeps thread-local state */
 }
 

@@ -21,8 +21,9 @@
  * from micro-batches of 64 tokens its tiled path's f32 accumulation and
  * block-wise softmax: batched brigade then lands next to batched
  * llama.cpp); every weight format's
- * dot product is bitwise llama.cpp's vec_dot, or for Q4_0 and IQ4_NL its
- * repacked product (tests/oracle_kernels.c).
+ * dot product is bitwise llama.cpp's vec_dot, or for Q4_0 and IQ4_NL
+ * matrices of a multiple of 8 rows (the ones it repacks) its repacked
+ * product (tests/oracle_kernels.c).
  * Every case lands at NMSE 0 where llama.cpp runs its AVX-512 build; the
  * bound leaves room for CPUs where it picks another (its AVX2 build's exp
  * differs from its AVX-512 build's in the last bit; other_build). */
