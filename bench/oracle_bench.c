@@ -2,7 +2,10 @@
  * brigade's, for bench/compare:
  *   ppN: one llama_decode of N tokens from an empty context (n_batch and
  *        n_ubatch N), logits of the last token only;
- *   tgN: N single-token decodes from an empty context;
+ *   tgN: N single-token decodes from an empty context; with -np S (S > 1),
+ *        N steps of S sequences decoding together, one token each a step,
+ *        every one with logits (as brigade bench -np: a server's decode
+ *        step), named "tgN xS", S * N tokens counted (not with -d);
  *   with -d D, D random tokens decoded first (in batches of up to 512,
  *   untimed), as llama-bench's -d and brigade bench's -d; -ctk/-ctv set
  *   the KV cache types (f16, q8_0, q4_0; default f16).
@@ -10,7 +13,7 @@
  * pages first. Tokens are random ids of the vocabulary.
  *
  * usage: oracle_bench MODEL [-p 512] [-n 128] [-d 0] [-ctk T] [-ctv T]
- *                     [-t THREADS] [-r REPS] [-ngl N] [--n-cpu-moe N]
+ *                     [-t THREADS] [-r REPS] [-np S] [-ngl N] [--n-cpu-moe N]
  * -ngl and --n-cpu-moe are llama.cpp's (layers offloaded; routed experts of
  * the first N layers kept in host memory) for a GPU build of the library
  * (scripts/gpu-check.sh); the CPU build ignores them.
@@ -46,7 +49,7 @@ static int32_t random_token(int32_t n_vocab)
  * a time, from an empty context; returns tokens per second, or a negative
  * number when a decode fails. */
 static double run_once(struct llama_context *ctx, int32_t n_vocab, int depth, int n_prompt,
-                       int n_gen, int32_t *tokens)
+                       int n_gen, int n_seq, int32_t *tokens, struct llama_batch *step)
 {
     llama_memory_clear(llama_get_memory(ctx), true);
     for (int i = 0; i < depth; i++)
@@ -64,6 +67,20 @@ static double run_once(struct llama_context *ctx, int32_t n_vocab, int depth, in
     if (n_prompt) {
         if (llama_decode(ctx, llama_batch_get_one(tokens, n_prompt)))
             return -1;
+    } else if (n_seq > 1) {
+        for (int i = 0; i < n_gen; i++) {
+            step->n_tokens = n_seq;
+            for (int q = 0; q < n_seq; q++) {
+                step->token[q] = random_token(n_vocab);
+                step->pos[q] = depth + i;
+                step->n_seq_id[q] = 1;
+                step->seq_id[q][0] = q;
+                step->logits[q] = 1;
+            }
+            if (llama_decode(ctx, *step))
+                return -1;
+        }
+        n *= n_seq;
     } else {
         for (int i = 0; i < n_gen; i++)
             if (llama_decode(ctx, llama_batch_get_one(&tokens[i], 1)))
@@ -91,7 +108,7 @@ static bool cache_type(const char *name, enum ggml_type *out)
 static int usage(void)
 {
     fprintf(stderr, "usage: oracle_bench MODEL [-p N] [-n N] [-d N] [-ctk T] [-ctv T] "
-                    "[-t THREADS] [-r REPS] [-ngl N] [--n-cpu-moe N]\n");
+                    "[-t THREADS] [-r REPS] [-np S] [-ngl N] [--n-cpu-moe N]\n");
     return 2;
 }
 
@@ -101,7 +118,7 @@ int main(int argc, char **argv)
         return usage();
     long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
     int n_prompt = 512, n_gen = 128, depth = 0, threads = n_cpu > 0 ? (int)n_cpu : 1, reps = 1;
-    int ngl = -2, n_cpu_moe = 0; /* -2: the library's default */
+    int ngl = -2, n_cpu_moe = 0, n_seq = 1; /* -2: the library's default */
     enum ggml_type type_k = GGML_TYPE_F16, type_v = GGML_TYPE_F16;
     for (int i = 2; i < argc; i += 2) {
         if (i + 1 >= argc)
@@ -120,10 +137,13 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-d") && v <= 1 << 20) depth = v;
         else if (!strcmp(argv[i], "-t") && v > 0) threads = v;
         else if (!strcmp(argv[i], "-r") && v > 0) reps = v;
+        else if (!strcmp(argv[i], "-np") && v > 0 && v <= 256) n_seq = v;
         else if (!strcmp(argv[i], "-ngl")) ngl = v;
         else if (!strcmp(argv[i], "--n-cpu-moe") && v < 4096) n_cpu_moe = v;
         else return usage();
     }
+    if (n_seq > 1 && depth) /* the depth's tokens would fill sequence 0 only */
+        return usage();
     oracle_init();
     struct llama_model_params mp = llama_model_default_params();
     mp.progress_callback = oracle_no_progress;
@@ -150,16 +170,22 @@ int main(int argc, char **argv)
     }
     struct llama_context_params cp = llama_context_default_params();
     cp.n_ctx = (uint32_t)depth + (uint32_t)(n_prompt > n_gen ? n_prompt : n_gen) + 16;
+    /* -np: every sequence its own n_ctx cells and recurrent state */
+    cp.n_seq_max = (uint32_t)n_seq;
+    cp.n_ctx *= (uint32_t)n_seq;
     /* one micro-batch of the prompt; the depth's batches fit too */
     cp.n_batch = cp.n_ubatch = (uint32_t)(n_prompt > 1 ? n_prompt : 1);
     if (depth && cp.n_batch < 512)
         cp.n_batch = cp.n_ubatch = 512;
+    if (cp.n_batch < (uint32_t)n_seq)
+        cp.n_batch = cp.n_ubatch = (uint32_t)n_seq;
     cp.n_threads = cp.n_threads_batch = threads;
     cp.no_perf = true;
     cp.type_k = type_k, cp.type_v = type_v;
     struct llama_context *ctx = llama_init_from_model(model, cp);
     int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
     int32_t *tokens = malloc(sizeof *tokens * ((size_t)depth + (size_t)n_prompt + (size_t)n_gen + 1));
+    struct llama_batch step = llama_batch_init(n_seq, 0, 1);
     int rc = 0;
     if (!ctx || !tokens) {
         fprintf(stderr, "oracle_bench: cannot create a context\n");
@@ -171,20 +197,24 @@ int main(int argc, char **argv)
         if (!p && !g)
             continue;
         for (int r = 0; r <= reps && !rc; r++) { /* run 0 is the warm-up */
-            double ts = run_once(ctx, n_vocab, depth, p, g, tokens);
+            double ts = run_once(ctx, n_vocab, depth, p, g, test == 1 ? n_seq : 1, tokens, &step);
             if (ts < 0) {
                 fprintf(stderr, "oracle_bench: llama_decode failed\n");
                 rc = 1;
             } else if (r > 0) {
+                char seqs[16] = "";
+                if (test == 1 && n_seq > 1)
+                    snprintf(seqs, sizeof seqs, " x%d", n_seq);
                 if (depth)
-                    printf("llama.cpp %s%d@d%d %.4f\n", name[test], p ? p : g, depth, ts);
+                    printf("llama.cpp %s%d%s@d%d %.4f\n", name[test], p ? p : g, seqs, depth, ts);
                 else
-                    printf("llama.cpp %s%d %.4f\n", name[test], p ? p : g, ts);
+                    printf("llama.cpp %s%d%s %.4f\n", name[test], p ? p : g, seqs, ts);
                 fflush(stdout);
             }
         }
     }
     free(tokens);
+    llama_batch_free(step);
     if (ctx)
         llama_free(ctx);
     llama_model_free(model);
