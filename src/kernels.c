@@ -63,8 +63,14 @@ static bool cpu_has_amx(void)
  *    (Q5_K: 7.5 against 8.5 ms), Q8_0's and IQ4_XS's too (8.4 against
  *    9.6, 7.2 against 7.7).
  *  - The types without multi-row dots pay a whole dot a row: Q4_0's tile
- *    wins from 4 (7.0 against 7.8 ms). */
+ *    wins from 4 (7.0 against 7.8 ms).
+ *  - Q3_K's tile wins from 6 (6.0 against 6.9-7.0 ms; at 5, 5.3-5.7
+ *    against 5.7-5.8), Q2_K's from 8 (4.8-5.1 against 5.1-5.3; at 7, 4.6-5.1
+ *    against 4.6-4.8): their multi-row dots decode codes cheaply, the tile
+ *    unpacks every super-block of a stripe into bytes. */
 static const bg_gemm_kernel avx2_gemm[BG_TYPE_COUNT] = {
+    [BG_TYPE_Q2_K] = {"avx2", 8, bg_avx2_packed_bytes, bg_avx2_pack_q8_K, bg_gemm_q2_K_avx2},
+    [BG_TYPE_Q3_K] = {"avx2", 6, bg_avx2_packed_bytes, bg_avx2_pack_q8_K, bg_gemm_q3_K_avx2},
     [BG_TYPE_Q4_K] = {"avx2", 8, bg_avx2_packed_bytes, bg_avx2_pack_q8_K, bg_gemm_q4_K_avx2},
     [BG_TYPE_Q5_K] = {"avx2", 8, bg_avx2_packed_bytes, bg_avx2_pack_q8_K, bg_gemm_q5_K_avx2},
     [BG_TYPE_Q6_K] = {"avx2", 16, bg_avx2_packed_bytes, bg_avx2_pack_q8_K, bg_gemm_q6_K_avx2},

@@ -213,6 +213,10 @@ void bg_gemm_q5_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_r
                        const void *packed, int64_t n_act, float *y, size_t y_stride);
 void bg_gemm_q6_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
                        const void *packed, int64_t n_act, float *y, size_t y_stride);
+void bg_gemm_q2_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
+                       const void *packed, int64_t n_act, float *y, size_t y_stride);
+void bg_gemm_q3_K_avx2(int64_t n_in, const void *w, size_t w_stride, int64_t n_rows,
+                       const void *packed, int64_t n_act, float *y, size_t y_stride);
 size_t bg_avx2_packed_bytes_q8_0(int64_t n_in, int64_t n_act);
 void bg_avx2_pack_q8_0(int64_t n_in, const void *xq, size_t xq_row, int64_t n_act, int64_t block,
                        void *packed);

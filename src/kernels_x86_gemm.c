@@ -1,5 +1,5 @@
-/* AVX2 tiled products for prefill (Q4_K, Q5_K, Q6_K weights against Q8_K
- * activations; at the end of the file, the signed codes of Q8_0, Q4_0,
+/* AVX2 tiled products for prefill (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K weights
+ * against Q8_K activations; at the end of the file, the signed codes of Q8_0, Q4_0,
  * Q5_0 and IQ4_NL against Q8_0 and of IQ4_XS against Q8_K): processors
  * without AMX, the consumer CPUs that hold a split model's experts among
  * them.
@@ -10,8 +10,8 @@
  * weight row. Here the lanes are activation rows instead: a register holds
  * four codes of each of 8 activation rows, and one weight row's four codes
  * are broadcast against it. The s16 sums of one scale group then pile up
- * over several maddubs (eight for Q4_K, four for Q5_K, two for Q6_K,
- * within s16 range)
+ * over several maddubs (eight for Q4_K, four for Q5_K, Q3_K and Q2_K, two
+ * for Q6_K: a scale's codes, within s16 range)
  * before the one madd that scales them. A tile is 4 weight rows by 16
  * activation rows (two registers), so a step loads 6 registers for 8
  * maddubs: with one weight row a load, the load ports would bound it.
@@ -30,9 +30,9 @@
  * differently, so results agree with the dots to rounding, not to the bit
  * (llama.cpp's own repacked AVX2 prefill kernels differ from its vec_dot in
  * the same way). Ranges, |a| <= 128: a maddubs lane is at most 2 x 15 x 128
- * (Q4_K), 2 x 31 x 128 (Q5_K) or 2 x 63 x 128 (Q6_K), so eight, four or
- * two of them sum below 32767; a super-block's scaled sum is below 2^31
- * as in the dots. */
+ * (Q4_K), 2 x 31 x 128 (Q5_K), 2 x 63 x 128 (Q6_K), 2 x 7 x 128 (Q3_K) or
+ * 2 x 3 x 128 (Q2_K), so eight, four, two, four or four of them sum below
+ * 32767; a super-block's scaled sum is below 2^31 as in the dots. */
 #include "kernels.h"
 
 #ifdef BG_KERNELS_X86
@@ -62,9 +62,13 @@ typedef struct act16 {
 
 /* One weight row's super-block, unpacked. */
 typedef struct wblock {
-    uint8_t codes[BG_QK_K];  /* unsigned: Q4_K 0..15, Q5_K 0..31, Q6_K 0..63 (code + 32) */
+    /* unsigned: Q4_K 0..15, Q5_K 0..31, Q6_K 0..63 (code + 32), Q3_K 0..7
+     * (code + 4), Q2_K 0..3 */
+    uint8_t codes[BG_QK_K];
     int32_t scale_pair[32];  /* the scale of each run of maddubs steps, in both s16 halves */
-    int32_t offset_pair[8];  /* Q4_K, Q5_K: mins 2p, 2p + 1 (s16 pair); Q6_K: scales 2p, 2p + 1 */
+    /* mins 2p, 2p + 1 (s16 pair; Q4_K, Q5_K of 32-code groups, Q2_K of
+     * 16-code ones); Q6_K, Q3_K: scales 2p, 2p + 1 */
+    int32_t offset_pair[8];
     float d, dmin;
 } wblock;
 
@@ -255,6 +259,54 @@ BG_AVX2 static void q6_K_unpack(const uint8_t *src, wblock *out)
     out->dmin = 0.0f;
 }
 
+/* Q2_K and Q3_K: sixteen groups of 16 codes, a scale each: run r (four
+ * maddubs steps) takes scale r. scales16 holds them as s16. */
+BG_AVX2 static void sixteen_scales(__m256i scales16, wblock *out)
+{
+    _mm256_storeu_si256((__m256i *)out->scale_pair,
+                        both_halves(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(scales16))));
+    _mm256_storeu_si256((__m256i *)(out->scale_pair + 8),
+                        both_halves(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(scales16, 1))));
+}
+
+/* Q2_K: scale (low nibble) and min (high) of each group of 16; the mins
+ * pair with the activations' 16-code sums. */
+BG_AVX2 static void q2_K_unpack(const uint8_t *src, wblock *out)
+{
+    const bg_block_q2_K *x = (const bg_block_q2_K *)(const void *)src;
+    for (int c = 0; c < 2; c++) {
+        const __m256i bits = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * c));
+        for (int k = 0; k < 4; k++)
+            _mm256_storeu_si256((__m256i *)(out->codes + 128 * c + 32 * k), kq_crumbs(bits, k));
+    }
+    const __m128i packed = _mm_loadu_si128((const __m128i *)(const void *)x->scales);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    sixteen_scales(_mm256_cvtepu8_epi16(_mm_and_si128(packed, m4)), out);
+    _mm256_storeu_si256((__m256i *)out->offset_pair,
+                        _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), m4)));
+    out->d = kq_load_f16(&x->d);
+    out->dmin = kq_load_f16(&x->dmin);
+}
+
+/* Q3_K: the codes + 4, unsigned; the 4 comes back through the activations'
+ * 16-code sums times the (signed) scales, as Q6_K's 32. */
+BG_AVX2 static void q3_K_unpack(const uint8_t *src, wblock *out)
+{
+    const bg_block_q3_K *x = (const bg_block_q3_K *)(const void *)src;
+    const __m256i hmask = _mm256_loadu_si256((const __m256i *)x->hmask);
+    for (int c = 0; c < 2; c++) {
+        const __m256i bits = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * c));
+        for (int k = 0; k < 4; k++)
+            _mm256_storeu_si256((__m256i *)(out->codes + 128 * c + 32 * k),
+                                kq_q3_codes(bits, hmask, c, k));
+    }
+    const __m256i scales16 = _mm256_cvtepi8_epi16(kq_q3_scales(x->scales));
+    sixteen_scales(scales16, out);
+    _mm256_storeu_si256((__m256i *)out->offset_pair, scales16);
+    out->d = kq_load_f16(&x->d);
+    out->dmin = 0.0f;
+}
+
 /* ------------------------------------------------------------------------
  * The product
  * ------------------------------------------------------------------------ */
@@ -267,16 +319,29 @@ BG_AVX2 static inline __m256i bcast4(const uint8_t *p)
     return _mm256_set1_epi32(v);
 }
 
+/* How a format's super-block sums: steps, the maddubs steps (of four
+ * codes) a scale covers (Q4_K 8, Q5_K 4, Q6_K 2, Q3_K 4, Q2_K 4); pairs16,
+ * whether its offsets pair with the activations' 16-code sums (Q6_K, Q3_K,
+ * Q2_K) or their 32-code ones (Q4_K, Q5_K); shift, for codes stored plus
+ * 2^shift (Q6_K 5, Q3_K 2): the offsets are scales and the sum loses
+ * their product with the code sums, shifted; 0: the offsets are mins and
+ * their product goes out at dmin. */
+typedef struct k_format {
+    int steps;
+    bool pairs16;
+    int shift;
+} k_format;
+
 /* One super-block of weight rows w[0..3] against activation rows 0..7
- * (halves 1) or 0..15 (halves 2) of a: acc[16 m + t] += row m . row t.
- * steps is the maddubs steps (of four codes) a scale covers: Q4_K 8, Q5_K
- * 4, Q6_K 2; q6 picks Q6_K's offsets (Q5_K's are Q4_K's mins). Eleven
+ * (halves 1) or 0..15 (halves 2) of a: acc[16 m + t] += row m . row t, in
+ * format f. Eleven
  * registers hold the s16 sums (one weight row, 8 activation rows each),
  * the two activation registers and a broadcast; the scaled 32-bit sums,
  * touched once a run, may spill. */
 BG_AVX2 static inline __attribute__((always_inline)) void
-tile_block(const wblock *const w[4], const act16 *a, int halves, int steps, bool q6, float *acc)
+tile_block(const wblock *const w[4], const act16 *a, int halves, k_format f, float *acc)
 {
+    const int steps = f.steps;
     __m256i isum[4][2];
     _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) isum[m][0] = isum[m][1] =
         _mm256_setzero_si256();
@@ -315,17 +380,17 @@ tile_block(const wblock *const w[4], const act16 *a, int halves, int steps, bool
     {
         const __m256 da = _mm256_loadu_ps(a->d + 8 * half);
         __m256i off = _mm256_setzero_si256();
-        const int pairs = q6 ? 8 : 4;
+        const int pairs = f.pairs16 ? 8 : 4;
         for (int p = 0; p < pairs; p++) {
-            const int32_t *sums = q6 ? a->sum16_pair[p] : a->sum32_pair[p];
+            const int32_t *sums = f.pairs16 ? a->sum16_pair[p] : a->sum32_pair[p];
             off = _mm256_add_epi32(off, _mm256_madd_epi16(
                                             _mm256_loadu_si256((const __m256i *)(sums + 8 * half)),
                                             _mm256_set1_epi32(w[m]->offset_pair[p])));
         }
         float *out = acc + 16 * m + 8 * half;
-        if (q6) {
-            /* sum (code + 32 - 32) a scale: exact in int32 (see the dots) */
-            const __m256i dot = _mm256_sub_epi32(isum[m][half], _mm256_slli_epi32(off, 5));
+        if (f.shift) {
+            /* sum (code + 2^shift - 2^shift) a scale: exact in int32 (see the dots) */
+            const __m256i dot = _mm256_sub_epi32(isum[m][half], _mm256_slli_epi32(off, f.shift));
             _mm256_storeu_ps(out, _mm256_fmadd_ps(_mm256_mul_ps(da, _mm256_set1_ps(w[m]->d)),
                                                   _mm256_cvtepi32_ps(dot), _mm256_loadu_ps(out)));
         } else {
@@ -375,8 +440,8 @@ BG_AVX2 static inline void load_tile(float *acc, int nt, int m0, const float *y,
  * activation rows t0 .. (nt of them) of a (the chunk's first record of that
  * block of 16): into y, added to it when add. */
 BG_AVX2 static inline __attribute__((always_inline)) void
-tile(const wblock (*unpacked)[16], int nc, int m0, const act16 *a, int nt, int steps, bool q6,
-     float *y, size_t y_stride, bool add)
+tile(const wblock (*unpacked)[16], int nc, int m0, const act16 *a, int nt, k_format f, float *y,
+     size_t y_stride, bool add)
 {
     float acc[4 * 16];
     /* vector stores: GCC zeroes the array with rep stos, slow to start */
@@ -386,9 +451,9 @@ tile(const wblock (*unpacked)[16], int nc, int m0, const act16 *a, int nt, int s
         const wblock *w[4] = {&unpacked[s][m0], &unpacked[s][m0 + 1], &unpacked[s][m0 + 2],
                               &unpacked[s][m0 + 3]};
         if (nt > 8)
-            tile_block(w, a + s, 2, steps, q6, acc);
+            tile_block(w, a + s, 2, f, acc);
         else
-            tile_block(w, a + s, 1, steps, q6, acc);
+            tile_block(w, a + s, 1, f, acc);
     }
     store_tile(acc, nt, m0, y, y_stride, add);
 }
@@ -415,17 +480,22 @@ prefetch_next_stripe(const uint8_t *w, size_t w_stride, int64_t n_rows, int64_t 
 }
 
 /* The weight formats of the K-quant tiles. */
-typedef enum k_kind { KIND_Q4_K, KIND_Q5_K, KIND_Q6_K } k_kind;
+typedef enum k_kind { KIND_Q2_K, KIND_Q3_K, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K } k_kind;
 
 BG_AVX2 static inline __attribute__((always_inline)) void
 gemm(int64_t n_in, const uint8_t *w, size_t w_stride, int64_t n_rows, const act16 *packed,
      int64_t n_act, float *y, size_t y_stride, k_kind kind)
 {
     const int64_t nb = n_in / BG_QK_K;
-    const bool q6 = kind == KIND_Q6_K;
-    /* maddubs steps a scale covers: up to 32767 over 2 x code x 128 */
-    const int steps = kind == KIND_Q4_K ? 8 : kind == KIND_Q5_K ? 4 : 2;
-    const size_t block_bytes = kind == KIND_Q4_K   ? sizeof(bg_block_q4_K)
+    /* maddubs steps: a scale's codes, at most 32767 over 2 x code x 128 */
+    const k_format f = kind == KIND_Q2_K   ? (k_format){4, true, 0}
+                       : kind == KIND_Q3_K ? (k_format){4, true, 2}
+                       : kind == KIND_Q4_K ? (k_format){8, false, 0}
+                       : kind == KIND_Q5_K ? (k_format){4, false, 0}
+                                           : (k_format){2, true, 5};
+    const size_t block_bytes = kind == KIND_Q2_K   ? sizeof(bg_block_q2_K)
+                               : kind == KIND_Q3_K ? sizeof(bg_block_q3_K)
+                               : kind == KIND_Q4_K ? sizeof(bg_block_q4_K)
                                : kind == KIND_Q5_K ? sizeof(bg_block_q5_K)
                                                    : sizeof(bg_block_q6_K);
     wblock unpacked[GEMM_CHUNK][16];
@@ -435,7 +505,11 @@ gemm(int64_t n_in, const uint8_t *w, size_t w_stride, int64_t n_rows, const act1
             for (int s = 0; s < nc; s++)
                 for (int m = 0; m < 16; m++) {
                     const uint8_t *src = w + (size_t)(r0 + m) * w_stride + (size_t)(b0 + s) * block_bytes;
-                    if (kind == KIND_Q4_K)
+                    if (kind == KIND_Q2_K)
+                        q2_K_unpack(src, &unpacked[s][m]);
+                    else if (kind == KIND_Q3_K)
+                        q3_K_unpack(src, &unpacked[s][m]);
+                    else if (kind == KIND_Q4_K)
                         q4_K_unpack(src, &unpacked[s][m]);
                     else if (kind == KIND_Q5_K)
                         q5_K_unpack(src, &unpacked[s][m]);
@@ -448,7 +522,7 @@ gemm(int64_t n_in, const uint8_t *w, size_t w_stride, int64_t n_rows, const act1
                 const int nt = n_act - t0 < 16 ? (int)(n_act - t0) : 16;
                 float *yt = y + (size_t)t0 * y_stride + r0;
                 for (int m0 = 0; m0 < 16; m0 += 4)
-                    tile(unpacked, nc, m0, a, nt, steps, q6, yt, y_stride, b0 > 0);
+                    tile(unpacked, nc, m0, a, nt, f, yt, y_stride, b0 > 0);
             }
         }
 }
@@ -464,6 +538,8 @@ gemm(int64_t n_in, const uint8_t *w, size_t w_stride, int64_t n_rows, const act1
     {                                                                                              \
         impl(n_in, w, w_stride, n_rows, packed, n_act, y, y_stride, kind);                         \
     }
+GEMM_ENTRY(q2_K, gemm, KIND_Q2_K)
+GEMM_ENTRY(q3_K, gemm, KIND_Q3_K)
 GEMM_ENTRY(q4_K, gemm, KIND_Q4_K)
 GEMM_ENTRY(q5_K, gemm, KIND_Q5_K)
 GEMM_ENTRY(q6_K, gemm, KIND_Q6_K)

@@ -114,4 +114,42 @@ BG_KQ static inline float kq_total(const kq_sums *s, bool q5)
     return kq_hsum(s->acc) + _mm_cvtss_f32(m);
 }
 
+/* Q2_K and Q3_K codes, for the dots and the tiles. Register k of chunk c
+ * (k < 4) holds the two-bit codes of elements 128c + 32k + l, the bits
+ * 2k..2k+1 of the chunk's byte l: two groups of 16 in activation order,
+ * one per 128-bit lane. */
+BG_KQ static inline __m256i kq_crumbs(__m256i q, int k)
+{
+    return _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), _mm256_set1_epi8(3));
+}
+
+/* Q3_K: register k of chunk c as kq_crumbs(), with each code's third bit
+ * (bit 4c + k of hmask byte l) added as 4: unsigned codes 0..7 (the code
+ * + 4) for maddubs. */
+BG_KQ static inline __m256i kq_q3_codes(__m256i bits, __m256i hmask, int c, int k)
+{
+    const int bit = 4 * c + k;
+    const __m256i h = _mm256_and_si256(hmask, _mm256_set1_epi8((char)(1 << bit)));
+    /* 16-bit shifts: the bit never leaves its byte (to bit 2 from 0..7) */
+    const __m256i h4 = bit <= 2 ? _mm256_slli_epi16(h, 2 - bit) : _mm256_srli_epi16(h, bit - 2);
+    return _mm256_or_si256(kq_crumbs(bits, k), h4);
+}
+
+/* Q3_K's sixteen 6-bit scales - 32 (layout in quant.c) as signed bytes,
+ * group g in byte g. The 12 bytes as three words: groups 0-3 and 4-7 take
+ * the low nibbles of words 0 and 1, groups 8-11 and 12-15 their high
+ * nibbles; word 2 holds the top two bits of groups 4j..4j+3 at bits 2j of
+ * each byte. */
+BG_KQ static inline __m128i kq_q3_scales(const uint8_t *p)
+{
+    uint32_t u[3];
+    memcpy(u, p, sizeof u);
+    const uint32_t low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
+    const __m128i b = _mm_setr_epi32((int)((u[0] & low4) | (u[2] & low2) << 4),
+                                     (int)((u[1] & low4) | ((u[2] >> 2) & low2) << 4),
+                                     (int)(((u[0] >> 4) & low4) | ((u[2] >> 4) & low2) << 4),
+                                     (int)(((u[1] >> 4) & low4) | ((u[2] >> 6) & low2) << 4));
+    return _mm_sub_epi8(b, _mm_set1_epi8(32));
+}
+
 #endif

@@ -252,15 +252,6 @@ BG_AVX2 void bg_dot_multi_q5_K_avx2(int64_t n, const void *w, const void *a, siz
  * Q2_K and Q3_K
  * ------------------------------------------------------------------------ */
 
-/* Register k of chunk c (k < 4) holds the two-bit codes of elements
- * 128c + 32k + l, the bits 2k..2k+1 of the chunk's byte l: two groups of 16
- * in activation order, one per 128-bit lane, so its scales are
- * CTL_PAIR(2k) of the chunk's eight. */
-BG_AVX2 static inline __m256i crumbs(__m256i q, int k)
-{
-    return _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), _mm256_set1_epi8(3));
-}
-
 /* A chunk's scaled sums for one activation row: lane l of register k sums
  * its elements 4l..4l+3 times their group's scale, as llama.cpp's lanes
  * do, so the float steps after see the same integers. */
@@ -300,8 +291,8 @@ q2_dot_rows(int64_t n, const bg_block_q2_K *x, const uint8_t *a, size_t a_stride
             const __m256i sc = _mm256_broadcastsi128_si256(
                 _mm_cvtepu8_epi16(c ? _mm_srli_si128(sc8, 8) : sc8));
             const __m256i bits = loadu256(x->qs + 32 * c);
-            const __m256i q[4] = {crumbs(bits, 0), crumbs(bits, 1), crumbs(bits, 2),
-                                  crumbs(bits, 3)};
+            const __m256i q[4] = {kq_crumbs(bits, 0), kq_crumbs(bits, 1), kq_crumbs(bits, 2),
+                                  kq_crumbs(bits, 3)};
             BG_EACH_ROW for (int t = 0; t < na; t++)
                 isum[t] = _mm256_add_epi32(isum[t], crumb_chunk_sum(q, y[t]->qs + 128 * c, sc));
         }
@@ -320,34 +311,13 @@ q2_dot_rows(int64_t n, const bg_block_q2_K *x, const uint8_t *a, size_t a_stride
 
 BG_DOT_ENTRIES(q2_K, q2_dot_rows)
 
-/* Q3_K's sixteen 6-bit scales - 32 (layout in quant.c) as s16: the eight
- * of chunk c in both lanes of sc[c]. The 12 bytes as three words: groups
- * 0-3 and 4-7 take the low nibbles of words 0 and 1, groups 8-11 and 12-15
- * their high nibbles; word 2 holds the top two bits of groups 4j..4j+3 at
- * bits 2j of each byte. */
+/* Q3_K's sixteen scales (kq_q3_scales) as s16: the eight of chunk c in
+ * both lanes of sc[c]. */
 BG_AVX2 static inline void q3_scales(const uint8_t *p, __m256i sc[2])
 {
-    uint32_t u[3];
-    memcpy(u, p, sizeof u);
-    const uint32_t low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
-    const __m128i b = _mm_setr_epi32((int)((u[0] & low4) | (u[2] & low2) << 4),
-                                     (int)((u[1] & low4) | ((u[2] >> 2) & low2) << 4),
-                                     (int)(((u[0] >> 4) & low4) | ((u[2] >> 4) & low2) << 4),
-                                     (int)(((u[1] >> 4) & low4) | ((u[2] >> 6) & low2) << 4));
-    const __m128i s = _mm_sub_epi8(b, _mm_set1_epi8(32));
+    const __m128i s = kq_q3_scales(p);
     sc[0] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(s));
     sc[1] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(s, 8)));
-}
-
-/* Register k of chunk c as crumbs(), with each code's third bit (bit 4c + k
- * of hmask byte l) added as 4: unsigned codes 0..7 for maddubs. */
-BG_AVX2 static inline __m256i q3_codes(__m256i bits, __m256i hmask, int c, int k)
-{
-    const int bit = 4 * c + k;
-    const __m256i h = _mm256_and_si256(hmask, _mm256_set1_epi8((char)(1 << bit)));
-    /* 16-bit shifts: the bit never leaves its byte (to bit 2 from 0..7) */
-    const __m256i h4 = bit <= 2 ? _mm256_slli_epi16(h, 2 - bit) : _mm256_srli_epi16(h, bit - 2);
-    return _mm256_or_si256(crumbs(bits, k), h4);
 }
 
 /* One Q3_K weight row against na activation rows: codes are q - 4 with q
@@ -378,7 +348,7 @@ q3_dot_rows(int64_t n, const bg_block_q3_K *x, const uint8_t *a, size_t a_stride
             const __m256i bits = loadu256(x->qs + 32 * c);
             __m256i q[4], s[4];
             BG_EACH_CODE for (int k = 0; k < 4; k++) {
-                q[k] = q3_codes(bits, hmask, c, k);
+                q[k] = kq_q3_codes(bits, hmask, c, k);
                 s[k] = pick_scale(sc[c], CTL_PAIR(2 * k));
             }
             BG_EACH_ROW for (int t = 0; t < na; t++) {
