@@ -559,7 +559,10 @@ GEMM_ENTRY(q6_K, gemm, KIND_Q6_K)
  * float steps, scale loads and conversions gone. The 32-element blocks
  * have a float scale each on both sides, so their sums go to float a
  * block at a time; IQ4_XS's, a super-block at a time (at most 256 x 127 x
- * 127 x 32 < 2^31), and without code sums to correct: no offsets.
+ * 127 x 32 < 2^31), and without code sums to correct: no offsets. Q4_0
+ * and Q5_0 keep their unsigned codes instead (plain_block): no sign step,
+ * several maddubs a madd, and the offset back from the activations' block
+ * code sums.
  * ------------------------------------------------------------------------ */
 
 /* Blocks of 32 in a group of BG_GEMM_COLS codes. */
@@ -576,7 +579,10 @@ _Static_assert(sizeof(((bg_act16_q8_0 *)0)->d) / sizeof(((bg_act16_q8_0 *)0)->d[
 /* One weight row's group of BG_GEMM_COLS codes, unpacked. */
 typedef struct wsigned {
     int8_t codes[BG_GEMM_COLS];
-    uint8_t abs[BG_GEMM_COLS];  /* |code|: 128 for -128 */
+    union {
+        uint8_t abs[BG_GEMM_COLS];    /* |code|: 128 for -128 */
+        uint8_t plain[BG_GEMM_COLS];  /* Q4_0, Q5_0: the unsigned code, code + offset */
+    };
     float d[Q8_0_GROUP];        /* each block's; IQ4_XS: the super-block's in d[0] */
     int32_t scale_pair[8];      /* IQ4_XS: group g's scale in both s16 halves */
 } wsigned;
@@ -609,10 +615,15 @@ void bg_avx2_pack_q8_0(int64_t n_in, const void *xq, size_t xq_row, int64_t n_ac
                                                     offsetof(bg_block_q8_0, qs))
                                  : NULL;
             transpose_codes(src, out->q + 8 * b);
-            for (int t = 0; t < 16; t++)
+            for (int t = 0; t < 16; t++) {
                 out->d[b][t] = rows[t] ? kq_load_f16(rows[t] + b * sizeof(bg_block_q8_0) +
                                                       offsetof(bg_block_q8_0, d))
                                        : 0.0f;
+                int32_t sum = 0;
+                for (int i = 0; src[t] && i < BG_QK; i++)
+                    sum += src[t][i];
+                out->sum[b][t] = sum;
+            }
         }
     }
 }
@@ -639,11 +650,15 @@ BG_AVX2 static inline __attribute__((always_inline)) void
 blocks_unpack(const uint8_t *src, size_t block_bytes, signed_kind kind, wsigned *out)
 {
     for (int b = 0; b < Q8_0_GROUP; b++, src += block_bytes) {
-        const __m256i q = kind == SIGNED_Q4_0   ? bg_codes_q4_0(src)
-                          : kind == SIGNED_Q5_0 ? bg_codes_q5_0(src)
-                          : kind == SIGNED_IQ4_NL ? bg_codes_iq4_nl(src)
-                                                  : bg_codes_q8_0(src);
-        store_signed(q, b, out);
+        if (kind == SIGNED_Q4_0 || kind == SIGNED_Q5_0) {
+            const __m256i q = kind == SIGNED_Q4_0 ? bg_codes_q4_0(src) : bg_codes_q5_0(src);
+            const int offset = kind == SIGNED_Q4_0 ? 8 : 16;
+            _mm256_storeu_si256((__m256i *)(out->plain + 32 * b),
+                                _mm256_add_epi8(q, _mm256_set1_epi8((char)offset)));
+        } else {
+            store_signed(kind == SIGNED_IQ4_NL ? bg_codes_iq4_nl(src) : bg_codes_q8_0(src), b,
+                         out);
+        }
         out->d[b] = kq_load_f16(src);
     }
 }
@@ -708,13 +723,56 @@ signed_to_float(__m256i isum[4][2], const float *da, const float dw[4], int halv
     }
 }
 
+/* Q4_0 and Q5_0 a block at a time: the unsigned codes (code + 2^shift)
+ * on maddubs's unsigned side against the signed activations, as the
+ * K-quant tiles do, the s16 sums of `steps` maddubs (8 for Q4_0, 2 x 15 x
+ * 127 each; 4 for Q5_0, 2 x 31 x 127) before each madd; the offset comes
+ * back as 2^shift times the block's activation code sum. isum is then the
+ * block's exact sum of code x activation, as signed_steps makes it, at
+ * about half its instructions (no sign step, a madd an eighth or a quarter
+ * as often). */
+BG_AVX2 static inline __attribute__((always_inline)) void
+plain_block(const wsigned *const w[4], const bg_act16_q8_0 *a8, int b, int steps, int shift,
+            int halves, __m256i isum[4][2])
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int j0 = 8 * b; j0 < 8 * b + BG_QK / 4; j0 += steps) {
+        __m256i p[4][2];
+        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) p[m][0] = p[m][1] =
+            _mm256_setzero_si256();
+        _Pragma("GCC unroll 8") for (int j = j0; j < j0 + steps; j++)
+        {
+            const __m256i a0 = _mm256_loadu_si256((const __m256i *)a8->q[j]);
+            const __m256i a1 =
+                halves > 1 ? _mm256_loadu_si256((const __m256i *)(a8->q[j] + 32)) : a0;
+            _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++)
+            {
+                const __m256i c = bcast4(w[m]->plain + 4 * j);
+                p[m][0] = _mm256_add_epi16(p[m][0], _mm256_maddubs_epi16(c, a0));
+                if (halves > 1)
+                    p[m][1] = _mm256_add_epi16(p[m][1], _mm256_maddubs_epi16(c, a1));
+            }
+        }
+        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) for (int half = 0; half < halves;
+                                                                 half++)
+            isum[m][half] = _mm256_add_epi32(isum[m][half], _mm256_madd_epi16(p[m][half], ones));
+    }
+    for (int half = 0; half < halves; half++) {
+        const __m256i off = _mm256_slli_epi32(
+            _mm256_loadu_si256((const __m256i *)(a8->sum[b] + 8 * half)), shift);
+        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) isum[m][half] =
+            _mm256_sub_epi32(isum[m][half], off);
+    }
+}
+
 /* One group of weight rows w[0..3] against activation rows 0..7 (halves
  * 1) or 0..15 (halves 2) of a (a bg_act16_q8_0 or, IQ4_XS, an act16):
  * acc[16 m + t] += row m . row t. Eight registers hold the 32-bit sums;
  * the float sums, touched once a block or super-block, may spill. */
 BG_AVX2 static inline __attribute__((always_inline)) void
-signed_group(const wsigned *const w[4], const void *a, int halves, bool iq4, float *acc)
+signed_group(const wsigned *const w[4], const void *a, int halves, signed_kind kind, float *acc)
 {
+    const bool iq4 = kind == SIGNED_IQ4_XS;
     __m256i isum[4][2];
     _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) isum[m][0] = isum[m][1] =
         _mm256_setzero_si256();
@@ -733,7 +791,12 @@ signed_group(const wsigned *const w[4], const void *a, int halves, bool iq4, flo
         const __m256i ones = _mm256_set1_epi16(1);
         const __m256i mul[4] = {ones, ones, ones, ones};
         for (int b = 0; b < Q8_0_GROUP; b++) {
-            signed_steps(w, a8->q, 8 * b, mul, halves, isum);
+            if (kind == SIGNED_Q4_0)
+                plain_block(w, a8, b, 8, 3, halves, isum);
+            else if (kind == SIGNED_Q5_0)
+                plain_block(w, a8, b, 4, 4, halves, isum);
+            else
+                signed_steps(w, a8->q, 8 * b, mul, halves, isum);
             const float dw[4] = {w[0]->d[b], w[1]->d[b], w[2]->d[b], w[3]->d[b]};
             signed_to_float(isum, a8->d[b], dw, halves, acc);
         }
@@ -748,7 +811,7 @@ signed_group(const wsigned *const w[4], const void *a, int halves, bool iq4, flo
  * Q4_0's and IQ4_NL's tiles give their bits (tests/test_kernels.c). */
 BG_AVX2 static inline __attribute__((always_inline)) void
 signed_tile(const wsigned (*unpacked)[16], int nc, int m0, const uint8_t *a, size_t record_bytes,
-            int nt, bool iq4, float *y, size_t y_stride, bool add)
+            int nt, signed_kind kind, float *y, size_t y_stride, bool add)
 {
     float acc[4 * 16];
     if (add)
@@ -760,9 +823,9 @@ signed_tile(const wsigned (*unpacked)[16], int nc, int m0, const uint8_t *a, siz
         const wsigned *w[4] = {&unpacked[s][m0], &unpacked[s][m0 + 1], &unpacked[s][m0 + 2],
                                &unpacked[s][m0 + 3]};
         if (nt > 8)
-            signed_group(w, a + s * record_bytes, 2, iq4, acc);
+            signed_group(w, a + s * record_bytes, 2, kind, acc);
         else
-            signed_group(w, a + s * record_bytes, 1, iq4, acc);
+            signed_group(w, a + s * record_bytes, 1, kind, acc);
     }
     store_tile(acc, nt, m0, y, y_stride, false);
 }
@@ -799,7 +862,8 @@ signed_gemm(int64_t n_in, const uint8_t *w, size_t w_stride, int64_t n_rows, con
                 const int nt = n_act - t0 < 16 ? (int)(n_act - t0) : 16;
                 float *yt = y + (size_t)t0 * y_stride + r0;
                 for (int m0 = 0; m0 < 16; m0 += 4)
-                    signed_tile(unpacked, nc, m0, a, record_bytes, nt, iq4, yt, y_stride, g0 > 0);
+                    signed_tile(unpacked, nc, m0, a, record_bytes, nt, kind, yt, y_stride,
+                                g0 > 0);
             }
         }
 }

@@ -19,10 +19,11 @@ static inline int32_t bg_s16_pair(int lo, int hi)
 /* A group of 256 codes of 16 Q8_0 activation rows, as the AVX2 and AMX
  * Q8_0 tiles both read it (bg_avx2_pack_q8_0 writes it): q[k / 4][4 t +
  * k % 4] is code k of row t, rows past the end zero; d[b][t] is block b's
- * scale of row t. */
+ * scale of row t, sum[b][t] the sum of its codes. */
 typedef struct bg_act16_q8_0 {
     int8_t q[256 / 4][64];
     float d[8][16];
+    int32_t sum[8][16];
 } bg_act16_q8_0;
 
 /* Super-block s of activation rows t0 .. t0 + 15 (of n_act, xq_row bytes

@@ -9,6 +9,7 @@
  * rounding of its partial sums, so the bound is relative to sum |w_i a_i|
  * (from the dequantized operands): 2e-6, about 32 float roundings' worth. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -350,6 +351,72 @@ static void check_gemm(bg_type type)
     printf("\n");
 }
 
+/* The tiles that pile several maddubs into s16 sums before widening them
+ * (the K-quants, Q4_0, Q5_0) at the largest codes their blocks hold: every
+ * code byte 0xFF (Q4_0 15, Q5_0 31, Q2_K 3 with scale and min 15, Q3_K 7
+ * with scale 31, Q4_K/Q5_K 15/31 with scales and mins 63, Q6_K 63), the
+ * scales d 1/64, against activations whose codes are all at the end of
+ * their range (x = 1: Q8_0 127, Q8_K -128). One maddubs too many a sum
+ * saturates there, where random rows never reach: the results must still
+ * be the scalar reference's, to rounding. */
+static void check_gemm_extremes(void)
+{
+    static const struct {
+        bg_type type;
+        int d, dmin; /* byte offsets of the fp16 scales; -1: none */
+    } cases[] = {
+        {BG_TYPE_Q4_0, offsetof(bg_block_q4_0, d), -1},
+        {BG_TYPE_Q5_0, offsetof(bg_block_q5_0, d), -1},
+        {BG_TYPE_Q2_K, offsetof(bg_block_q2_K, d), offsetof(bg_block_q2_K, dmin)},
+        {BG_TYPE_Q3_K, offsetof(bg_block_q3_K, d), -1},
+        {BG_TYPE_Q4_K, offsetof(bg_block_q4_K, d), offsetof(bg_block_q4_K, dmin)},
+        {BG_TYPE_Q5_K, offsetof(bg_block_q5_K, d), offsetof(bg_block_q5_K, dmin)},
+        {BG_TYPE_Q6_K, offsetof(bg_block_q6_K, d), -1},
+    };
+    enum { N = 2 * BG_GEMM_COLS, ROWS = BG_GEMM_ROWS, ACTS = 16 };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const bg_type type = cases[c].type;
+        const bg_gemm_kernel *k = bg_kernel_gemm(type);
+        if (!k)
+            continue;
+        const bg_quant_ops *ops = bg_quant_ops_get(type);
+        const bg_quant_ops *aops = bg_quant_ops_get(ops->dot_type);
+        const bg_type_info *wi = bg_type_get(type), *ai = bg_type_get(ops->dot_type);
+        const size_t wrow = (size_t)(N / wi->block_elems) * wi->block_bytes;
+        const size_t arow = (size_t)(N / ai->block_elems) * ai->block_bytes;
+        uint8_t *wq = malloc(ROWS * wrow), *aq = malloc(ACTS * arow);
+        memset(wq, 0xFF, ROWS * wrow);
+        const uint16_t scale = bg_f32_to_f16(1.0f / 64);
+        for (size_t b = 0; b < ROWS * wrow / wi->block_bytes; b++) {
+            memcpy(wq + b * wi->block_bytes + cases[c].d, &scale, sizeof scale);
+            if (cases[c].dmin >= 0)
+                memcpy(wq + b * wi->block_bytes + cases[c].dmin, &scale, sizeof scale);
+        }
+        float *x = malloc(N * sizeof *x);
+        for (int i = 0; i < N; i++)
+            x[i] = 1.0f;
+        for (int t = 0; t < ACTS; t++)
+            aops->quantize_activations(x, aq + t * arow, N);
+        float *y = malloc(ACTS * ROWS * sizeof *y);
+        void *packed = aligned_alloc(64, (k->packed_bytes(N, ACTS) + 63) / 64 * 64);
+        k->pack(N, aq, arow, ACTS, 0, packed);
+        k->gemm(N, wq, wrow, ROWS, packed, ACTS, y, ROWS);
+        int bad = 0;
+        for (int t = 0; t < ACTS; t++)
+            for (int r = 0; r < ROWS; r++) {
+                const double want = ops->dot(N, wq + r * wrow, aq + t * arow);
+                const double got = y[t * ROWS + r];
+                bad += !(fabs(got - want) <= 1e-5 * fabs(want) + 1e-6);
+            }
+        CHECK(bad == 0, "%s %s tile at the extreme codes: %d of %d results off the reference "
+              "(first: %.9g vs %.9g)", wi->name, k->name, bad, ACTS * ROWS, y[0],
+              ops->dot(N, wq, aq));
+        printf("  %-7s %s tiled product at the extreme codes: %d of %d results the reference's\n",
+               wi->name, k->name, ACTS * ROWS - bad, ACTS * ROWS);
+        free(wq), free(aq), free(x), free(y), free(packed);
+    }
+}
+
 /* The f16 row kernels against the formulas, element by element. */
 static void check_vec_f16(void)
 {
@@ -567,6 +634,7 @@ int main(void)
         check_rows(types[i]);
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         check_gemm(types[i]);
+    check_gemm_extremes();
     check_vec_f16();
     check_f16_widened();
     check_attn_f16();
