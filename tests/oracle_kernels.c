@@ -60,26 +60,29 @@ static void repack8(const uint8_t *rows, size_t row_bytes, int64_t nb, uint8_t f
     }
 }
 
+/* The types llama.cpp repacks on AVX2: their product and the XOR that
+ * repack8 applies. */
+static const struct {
+    bg_type type;
+    const char *gemv;
+    uint8_t flip;
+} repacked[] = {{BG_TYPE_Q4_0, "ggml_gemv_q4_0_8x8_q8_0", 0x88},
+                {BG_TYPE_IQ4_NL, "ggml_gemv_iq4_nl_8x8_q8_0", 0}};
+
 /* brigade's rows dot (decode's product for these types) against that
  * product: bitwise, for row groups and every row count (a row's result must
  * not depend on the rows beside it). */
 static void check_rows(void *h, const char *variant, bool required)
 {
-    static const struct {
-        bg_type type;
-        const char *gemv;
-        uint8_t flip;
-    } cases[] = {{BG_TYPE_Q4_0, "ggml_gemv_q4_0_8x8_q8_0", 0x88},
-                 {BG_TYPE_IQ4_NL, "ggml_gemv_iq4_nl_8x8_q8_0", 0}};
     enum { N = 4096, ROWS = 64 };
-    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        const bg_dot_rows_fn rows = bg_kernel_dot_rows(cases[c].type);
-        const gemv_fn gemv = (gemv_fn)dlsym(h, cases[c].gemv);
-        CHECK(gemv != NULL, "%s: no %s", variant, cases[c].gemv);
-        CHECK(rows != NULL, "%s: no rows dot on this CPU", brigade_type_name(cases[c].type));
+    for (size_t c = 0; c < sizeof repacked / sizeof *repacked; c++) {
+        const bg_dot_rows_fn rows = bg_kernel_dot_rows(repacked[c].type);
+        const gemv_fn gemv = (gemv_fn)dlsym(h, repacked[c].gemv);
+        CHECK(gemv != NULL, "%s: no %s", variant, repacked[c].gemv);
+        CHECK(rows != NULL, "%s: no rows dot on this CPU", brigade_type_name(repacked[c].type));
         if (!gemv || !rows)
             continue;
-        const bg_quant_ops *ops = bg_quant_ops_get(cases[c].type);
+        const bg_quant_ops *ops = bg_quant_ops_get(repacked[c].type);
         const bg_quant_ops *act = bg_quant_ops_get(BG_TYPE_Q8_0);
         float *x = malloc(N * sizeof *x), *theirs = malloc(ROWS * sizeof *theirs);
         uint8_t *wq = malloc((size_t)ROWS * N), *packed = malloc((size_t)ROWS * N);
@@ -98,7 +101,7 @@ static void check_rows(void *h, const char *variant, bool required)
                 x[i] = uniform() * 4.0f * (1 + (i % 5 == 0));
             act->quantize_activations(x, aq, n);
             for (int g = 0; g < ROWS / 8; g++)
-                repack8(wq + g * 8 * row_bytes, row_bytes, n / 32, cases[c].flip,
+                repack8(wq + g * 8 * row_bytes, row_bytes, n / 32, repacked[c].flip,
                         packed + g * 8 * row_bytes);
             gemv(n, theirs, 0, packed, aq, 1, ROWS);
             for (int g = 0; g < ROWS / 8; g++) {
@@ -111,10 +114,10 @@ static void check_rows(void *h, const char *variant, bool required)
         }
         printf("  %-8s %-7s rows    %3d of %d rows-dot results bitwise equal to llama.cpp's "
                "repacked product\n",
-               variant, brigade_type_name(cases[c].type), same, total);
+               variant, brigade_type_name(repacked[c].type), same, total);
         if (required)
             CHECK(same == total, "%s: %s rows dot: %d of %d results differ from llama.cpp's",
-                  variant, brigade_type_name(cases[c].type), total - same, total);
+                  variant, brigade_type_name(repacked[c].type), total - same, total);
         free(x), free(theirs), free(wq), free(packed), free(aq);
     }
 }
@@ -126,12 +129,6 @@ static void check_rows(void *h, const char *variant, bool required)
  * of 4 rows in the tiny models, an output of 269). Bitwise, every row. */
 static void check_matmul(void *h, traits_fn traits, const char *variant, bool required)
 {
-    static const struct {
-        bg_type type;
-        const char *gemv;
-        uint8_t flip;
-    } cases[] = {{BG_TYPE_Q4_0, "ggml_gemv_q4_0_8x8_q8_0", 0x88},
-                 {BG_TYPE_IQ4_NL, "ggml_gemv_iq4_nl_8x8_q8_0", 0}};
     static const uint64_t n_outs[] = {4, 8, 12, 32, 269, 272};
     enum { N = 512, MAX_ROWS = 272 };
     const size_t row_bytes = N / 32 * sizeof(bg_block_q4_0);
@@ -140,12 +137,12 @@ static void check_matmul(void *h, traits_fn traits, const char *variant, bool re
     uint8_t *wq = malloc(MAX_ROWS * row_bytes), *packed = malloc(MAX_ROWS * row_bytes);
     uint8_t *aq = malloc(N * 2);
     void *scratch = malloc(bg_matmul_scratch(N, 1));
-    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        const gemv_fn gemv = (gemv_fn)dlsym(h, cases[c].gemv);
-        CHECK(gemv != NULL, "%s: no %s", variant, cases[c].gemv);
+    for (size_t c = 0; c < sizeof repacked / sizeof *repacked; c++) {
+        const gemv_fn gemv = (gemv_fn)dlsym(h, repacked[c].gemv);
+        CHECK(gemv != NULL, "%s: no %s", variant, repacked[c].gemv);
         if (!gemv)
             continue;
-        const bg_quant_ops *ops = bg_quant_ops_get(cases[c].type);
+        const bg_quant_ops *ops = bg_quant_ops_get(repacked[c].type);
         const bg_quant_ops *act = bg_quant_ops_get(BG_TYPE_Q8_0);
         int same = 0, total = 0;
         for (size_t m = 0; m < sizeof n_outs / sizeof *n_outs; m++) {
@@ -160,25 +157,25 @@ static void check_matmul(void *h, traits_fn traits, const char *variant, bool re
             act->quantize_activations(x, aq, N);
             if (n_out % 8 == 0) {
                 for (uint64_t g = 0; g < n_out / 8; g++)
-                    repack8(wq + g * 8 * row_bytes, row_bytes, N / 32, cases[c].flip,
+                    repack8(wq + g * 8 * row_bytes, row_bytes, N / 32, repacked[c].flip,
                             packed + g * 8 * row_bytes);
                 gemv(N, theirs, 0, packed, aq, 1, (int)n_out);
             } else {
                 for (uint64_t r = 0; r < n_out; r++)
-                    traits((enum ggml_type)cases[c].type)
+                    traits((enum ggml_type)repacked[c].type)
                         ->vec_dot(N, &theirs[r], 0, wq + r * row_bytes, 0, aq, 0, 1);
             }
-            const bg_matrix mat = {wq, cases[c].type, N, n_out, row_bytes};
+            const bg_matrix mat = {wq, repacked[c].type, N, n_out, row_bytes};
             bg_matmul(NULL, &mat, x, N, ours, n_out, 1, scratch);
             for (uint64_t r = 0; r < n_out; r++, total++)
                 same += memcmp(&theirs[r], &ours[r], sizeof ours[r]) == 0;
         }
         printf("  %-8s %-7s matmul  %3d of %d rows of matrices of 4-272 rows bitwise equal to "
                "the product llama.cpp picks\n",
-               variant, brigade_type_name(cases[c].type), same, total);
+               variant, brigade_type_name(repacked[c].type), same, total);
         if (required)
             CHECK(same == total, "%s: %s matmul: %d of %d rows differ from llama.cpp's", variant,
-                  brigade_type_name(cases[c].type), total - same, total);
+                  brigade_type_name(repacked[c].type), total - same, total);
     }
     free(x), free(w), free(ours), free(theirs), free(wq), free(packed), free(aq), free(scratch);
 }
