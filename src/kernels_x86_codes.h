@@ -47,6 +47,14 @@ BG_CODES static inline __m256i bg_expand_bits(const uint8_t *qh)
     return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
 }
 
+/* A Q5 block's unsigned codes 0..31 (Q5_0's and Q5_1's qh and qs): the
+ * nibbles with their fifth bit from qh. */
+BG_CODES static inline __m256i bg_unsigned_codes_q5(const uint8_t *qh, const uint8_t *qs)
+{
+    return _mm256_or_si256(bg_unpack_nibbles(qs),
+                           _mm256_and_si256(bg_expand_bits(qh), _mm256_set1_epi8(16)));
+}
+
 /* The signed codes of the block at wb: Q4_0 nibble - 8, Q5_0 five bits -
  * 16, IQ4_NL the codebook's values, Q8_0 the bytes (any int8). */
 BG_CODES static inline __m256i bg_codes_q4_0(const uint8_t *wb)

@@ -651,10 +651,12 @@ blocks_unpack(const uint8_t *src, size_t block_bytes, signed_kind kind, wsigned 
 {
     for (int b = 0; b < Q8_0_GROUP; b++, src += block_bytes) {
         if (kind == SIGNED_Q4_0 || kind == SIGNED_Q5_0) {
-            const __m256i q = kind == SIGNED_Q4_0 ? bg_codes_q4_0(src) : bg_codes_q5_0(src);
-            const int offset = kind == SIGNED_Q4_0 ? 8 : 16;
-            _mm256_storeu_si256((__m256i *)(out->plain + 32 * b),
-                                _mm256_add_epi8(q, _mm256_set1_epi8((char)offset)));
+            const __m256i q =
+                kind == SIGNED_Q4_0
+                    ? bg_unpack_nibbles(src + offsetof(bg_block_q4_0, qs))
+                    : bg_unsigned_codes_q5(src + offsetof(bg_block_q5_0, qh),
+                                           src + offsetof(bg_block_q5_0, qs));
+            _mm256_storeu_si256((__m256i *)(out->plain + 32 * b), q);
         } else {
             store_signed(kind == SIGNED_IQ4_NL ? bg_codes_iq4_nl(src) : bg_codes_q8_0(src), b,
                          out);

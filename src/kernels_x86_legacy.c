@@ -484,9 +484,9 @@ static inline AVX2 __m256i isum_q4_1(const uint8_t *wb, __m256i y)
 
 static inline AVX2 __m256i isum_q5_1(const uint8_t *wb, __m256i y)
 {
-    const __m256i q = bg_unpack_nibbles(wb + offsetof(bg_block_q5_1, qs));
-    const __m256i high = bg_expand_bits(wb + offsetof(bg_block_q5_1, qh));
-    return dot_u8_i8(_mm256_or_si256(q, _mm256_and_si256(high, _mm256_set1_epi8(16))), y);
+    return dot_u8_i8(bg_unsigned_codes_q5(wb + offsetof(bg_block_q5_1, qh),
+                                          wb + offsetof(bg_block_q5_1, qs)),
+                     y);
 }
 
 /* Block after block into one accumulator, as llama.cpp's vec_dot: acc +
